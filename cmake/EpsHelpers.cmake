@@ -1,0 +1,40 @@
+# Small wrappers so that every directory declares its targets the same way (ARCHITECTURE.md, rule 10).
+
+# eps_add_library(NAME SOURCES a.cpp b.cpp DEPS x y [REFERENCE])
+# REFERENCE marks code under SPEC 1.4: no FMA contraction, so sums round once per add.
+function(eps_add_library name)
+  cmake_parse_arguments(ARG "REFERENCE;INTERFACE" "" "SOURCES;DEPS" ${ARGN})
+  if(ARG_INTERFACE)
+    add_library(${name} INTERFACE)
+    target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${name} INTERFACE ${ARG_DEPS})
+    return()
+  endif()
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  target_compile_options(${name} PRIVATE ${EPS_WARNING_FLAGS})
+  if(ARG_REFERENCE)
+    target_compile_options(${name} PRIVATE -ffp-contract=off)
+  endif()
+endfunction()
+
+# eps_add_test(NAME SOURCES a_test.cpp DEPS lib [LABELS l] [TIMEOUT s])
+# A GoogleTest executable registered with ctest, one ctest entry per executable.
+function(eps_add_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_options(${name} PRIVATE ${EPS_WARNING_FLAGS} -ffp-contract=off)
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "unit;${ARG_LABELS}")
+endfunction()
+
+# eps_option_auto(VAR "doc"): a tri-state ON/OFF/AUTO cache entry; AUTO means "on when found".
+function(eps_option_auto var doc)
+  set(${var} AUTO CACHE STRING "${doc} (ON, OFF or AUTO = on when found)")
+  set_property(CACHE ${var} PROPERTY STRINGS ON OFF AUTO)
+endfunction()
