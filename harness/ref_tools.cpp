@@ -2,11 +2,21 @@
 
 #include <array>
 
+#include "harness/ref_layer.hpp"
+#include "harness/ref_route.hpp"
+
 namespace eps {
+
+Result<Json> ref_eplb(const Json& input);  // harness/ref_eplb.cpp
 
 // One line per tool; each tool lives in its own harness/ref_*.cpp.
 std::span<const RefTool> ref_tools() {
-  static const std::array<RefTool, 0> kTools = {};
+  static const std::array<RefTool, 3> kTools = {
+      RefTool{"route", "Routing reference: token choice and EC-DLM expert choice (SPEC 3)", &run_ref_route},
+      RefTool{"eplb", "EPLB policy placement and figures of merit (SPEC 8)", &ref_eplb},
+      RefTool{"layer", "MoE layer reference: router, experts, combine tree, shared experts (SPEC 4)",
+              &run_ref_layer},
+  };
   return kTools;
 }
 

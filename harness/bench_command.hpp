@@ -1,0 +1,55 @@
+// `epsuite bench dispatch|combine|roundtrip`: measures a transport (impls/transport) on a preset's shapes
+// and prints an nccl-tests-style `#` table (harness/table.hpp); `--json FILE` writes SPEC 9.1 results
+// (harness/results.hpp) after every measured point.
+//
+// Per transport (--transport: 'all' or a list) and per swept token count T (every rank has T tokens;
+// --tokens, else the preset's sweep), with routing from a seeded workload generator (--workload) and
+// seeded payloads (SPEC 2):
+//   dispatch   times Transport::dispatch (a fresh one each iteration: counts and payload);
+//   combine    dispatches once, then times Transport::combine of the expert outputs;
+//   roundtrip  times dispatch followed by combine.
+// --mode ht uses the HT layout of --layout (rank-major with the ht-rank tree, or ht-two-level when
+// --ranks-per-node makes more than one node; expert-major with ll-weighted); --mode ll uses the LL layout
+// and ll-weighted.
+//
+// Measurement discipline (ARCHITECTURE.md rule 7): -w warm-up iterations, then -n timed iterations, the
+// same counts on every rank; a deadline barrier before each timed iteration; each rank times its call with
+// MPI_Wtime; an iteration's time is the maximum over ranks. Columns: p50 / p99 (nearest rank) of those
+// times in µs; bytes = SPEC 5.6 algo bytes received by the slowest rank (the rank with the largest median
+// time; roundtrip counts dispatch plus combine); algo and physical GB/s = that rank's bytes / p50. -c
+// checks the last iteration's outputs on every rank bit-exactly against reference/dispatch (#wrong =
+// mismatching elements summed over ranks; exit 1 when any).
+//
+// Bad input is refused before anything runs or is written (exit 2, one message naming the flag): an
+// unknown preset or transport or workload, a flag out of range, a swept T above T_max (--max-tokens), a
+// hidden size that is not a multiple of 128 with fp8, a rank count the preset cannot use.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "harness/params.hpp"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace eps {
+
+// The bench-only parameters (name, flag, EPSUITE_* twin, default, range, help); the suite-wide ones
+// (timeout, preset, tokens, ranks-per-node, json, transport) come from param_catalog().
+std::vector<ParamSpec> bench_param_specs();
+
+class BenchCommand {
+ public:
+  BenchCommand();
+  void bind(CLI::App& app);
+  // After parsing: initializes MPI, validates, measures, finalizes; returns the exit code agreed over ranks.
+  int run(const std::vector<std::string>& argv);
+
+ private:
+  std::unique_ptr<Params> params_;
+  std::string op_;
+};
+
+}  // namespace eps

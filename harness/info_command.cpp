@@ -1,0 +1,115 @@
+#include "harness/info_command.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "harness/mpi_runtime.hpp"
+#include "harness/platform.hpp"
+#include "harness/presets.hpp"
+#include "harness/version.hpp"
+
+namespace eps {
+namespace {
+
+int ranks_sharing_first_host(const Platform& p) {
+  return static_cast<int>(std::count_if(p.ranks.begin(), p.ranks.end(),
+                                        [&](const RankPlatform& r) { return r.host == p.ranks[0].host; }));
+}
+
+std::string info_block(const Platform& p, const Params& params, const ResolvedPreset* preset) {
+  std::vector<std::string> hosts;
+  for (const RankPlatform& r : p.ranks) {
+    if (std::find(hosts.begin(), hosts.end(), r.host) == hosts.end()) hosts.push_back(r.host);
+  }
+  std::string out = fmt::format("# epsuite {} (git {})\n", kSuiteVersion, kGitSha);
+  out += fmt::format("#  {:<16} {} on {} host(s): {}\n", "ranks", p.ranks.size(), hosts.size(),
+                     fmt::join(hosts, ", "));
+  out += fmt::format("#  {:<16} {}\n", "mpi", p.libraries.at("mpi"));
+  out += fmt::format("#  {:<16} MPI_THREAD_MULTIPLE\n", "thread level");
+  out += fmt::format("#  {:<16} {}, {}, CUDA {}, HIP {}\n", "build", kBuildType, kCompiler,
+                     kWithCuda ? "on" : "off", kWithHip ? "on" : "off");
+  out += fmt::format("#  {:<16} {}\n", "provider", p.provider);
+  for (std::size_t r = 0; r < p.ranks.size(); ++r) {
+    out += fmt::format("#  {:<16} host {}, device {}, nic {}\n", fmt::format("rank {}", r), p.ranks[r].host,
+                       p.ranks[r].device, p.ranks[r].nic);
+  }
+  out += fmt::format("#  {:<16} {}\n", "fingerprint", platform_fingerprint(p));
+  out += "#\n" + params.header_block();
+  if (preset) out += preset_header_block(*preset);
+  return out;
+}
+
+Json info_json(const Platform& p, const Params& params, const ResolvedPreset* preset) {
+  Json out{{"suite_version", kSuiteVersion},
+           {"git_sha", kGitSha},
+           {"build",
+            {{"build_type", kBuildType}, {"compiler", kCompiler}, {"cuda", kWithCuda}, {"hip", kWithHip}}},
+           {"ranks", p.ranks.size()},
+           {"mpi_thread_level", "MPI_THREAD_MULTIPLE"},
+           {"platform", platform_to_json(p)},
+           {"config", params.to_json()},
+           {"preset", preset ? preset_to_json(*preset) : Json(nullptr)}};
+  return out;
+}
+
+// Rank 0 writes; the status is shared so that every rank exits alike.
+Status emit(const Platform& p, const Params& params, const ResolvedPreset* preset) {
+  if (!mpi::is_root()) return Status();
+  const std::string& json_path = params.string("json");
+  if (json_path == "-") {
+    fmt::print("{}\n", info_json(p, params, preset).dump(1));
+    return Status();
+  }
+  fmt::print("{}", info_block(p, params, preset));
+  std::fflush(stdout);
+  if (json_path.empty()) return Status();
+  return write_json_file_atomic(json_path, info_json(p, params, preset));
+}
+
+}  // namespace
+
+InfoCommand::InfoCommand()
+    : params_(Params::from_catalog({"timeout", "preset", "tokens", "ranks-per-node", "json"})) {}
+
+void InfoCommand::bind(CLI::App& app) {
+  params_->bind(app);
+  app.footer(
+      "Without --preset (flag or EPSUITE_PRESET) no preset is resolved. With it, the preset's shapes are "
+      "shown for "
+      "this rank count; a rank count the preset cannot use exits 2 with the reason.");
+}
+
+int InfoCommand::run() {
+  const Status initialized = mpi::init(nullptr, nullptr);
+  if (!initialized.ok()) mpi::fatal(initialized);
+  Status status = params_->resolve();
+  const double timeout = status.ok() ? params_->number("timeout") : kDefaultTimeoutSeconds;
+  int code = mpi::agree_exit_code(status, Deadline(timeout));
+  if (code != 0) return mpi::finalize(code, Deadline(timeout));
+
+  Result<Platform> platform = discover_platform(Deadline(timeout));
+  if (!platform.ok()) mpi::fatal(platform.status());
+  std::int64_t ranks_per_node = params_->integer("ranks-per-node");
+  if (ranks_per_node == 0) ranks_per_node = ranks_sharing_first_host(*platform);
+  std::optional<ResolvedPreset> preset;
+  Status preset_status;
+  if (params_->source("preset") != ParamSource::kDefault) {
+    Result<ResolvedPreset> resolved = resolve_preset(
+        params_->string("preset"), mpi::size(), static_cast<int>(ranks_per_node), params_->sweep("tokens"));
+    if (resolved.ok()) {
+      preset = std::move(resolved).value();
+    } else {
+      preset_status = resolved.status();
+    }
+  }
+  code = mpi::agree_exit_code(preset_status, Deadline(timeout));
+  if (code != 0) return mpi::finalize(code, Deadline(timeout));
+  code = mpi::agree_exit_code(emit(*platform, *params_, preset ? &*preset : nullptr), Deadline(timeout));
+  return mpi::finalize(code, Deadline(timeout));
+}
+
+}  // namespace eps

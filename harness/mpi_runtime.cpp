@@ -1,0 +1,251 @@
+#include "harness/mpi_runtime.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace eps {
+
+RankError::RankError(Status status, std::string host, int rank)
+    : Error(Status(status.code(), fmt::format("host {}, rank {}: {}", host, rank, status.message()))),
+      host_(std::move(host)),
+      rank_(rank) {}
+
+namespace mpi {
+namespace {
+
+struct State {
+  bool initialized = false;
+  int rank = 0;
+  int size = 1;
+  std::string host;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+std::string local_hostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown-host";
+  return name;
+}
+
+const char* basename_of(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+std::string error_string(int rc) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) return fmt::format("MPI error {}", rc);
+  return std::string(text, static_cast<std::size_t>(length));
+}
+
+}  // namespace
+
+Status init(int* argc, char*** argv) {
+  State& s = state();
+  if (s.initialized) return Status();
+  int already = 0;
+  MPI_Initialized(&already);
+  int provided = MPI_THREAD_SINGLE;
+  if (!already) {
+    const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    if (rc != MPI_SUCCESS) {
+      return Status(StatusCode::kEnvironment,
+                    fmt::format("MPI_Init_thread failed on host {}: {}", local_hostname(), rc));
+    }
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  s.initialized = true;
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &s.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &s.size);
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  s.host =
+      MPI_Get_processor_name(name, &length) == MPI_SUCCESS ? std::string(name, length) : local_hostname();
+  if (provided < MPI_THREAD_MULTIPLE) {
+    return Status(StatusCode::kEnvironment,
+                  fmt::format("the MPI library provides thread level {} on {}; epsuite needs "
+                              "MPI_THREAD_MULTIPLE ({})",
+                              provided, where(), MPI_THREAD_MULTIPLE));
+  }
+  return Status();
+}
+
+bool initialized() { return state().initialized; }
+int rank() { return state().rank; }
+int size() { return state().size; }
+bool is_root() { return rank() == 0; }
+
+const std::string& host() {
+  State& s = state();
+  if (s.host.empty()) s.host = local_hostname();
+  return s.host;
+}
+
+std::string where() { return fmt::format("host {}, rank {}", host(), rank()); }
+
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
+}
+
+std::string library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
+  std::string version(text, static_cast<std::size_t>(length));
+  version = version.substr(0, version.find('\n'));
+  while (!version.empty() && (version.back() == '\0' || version.back() == ' ')) version.pop_back();
+  return version;
+}
+
+Status check(int rc, const char* call, const char* file, int line) {
+  if (rc == MPI_SUCCESS) return Status();
+  return Status(StatusCode::kEnvironment, fmt::format("{} failed at {}:{} on {}: {}", call, basename_of(file),
+                                                      line, where(), error_string(rc)));
+}
+
+void fatal(const Status& status) {
+  const int code = status.ok() ? 1 : status.exit_code();
+  std::fflush(stdout);
+  std::fprintf(stderr, "epsuite: error on %s: %s\n", where().c_str(), status.message().c_str());
+  std::fflush(stderr);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (initialized() && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+void throw_if_error(const Status& status) {
+  if (!status.ok()) throw RankError(status, host(), rank());
+}
+
+Status wait(MPI_Request* request, const Deadline& deadline, const std::function<std::string()>& describe) {
+  int test_rc = MPI_SUCCESS;
+  const Status waited = wait_until(
+      deadline,
+      [&] {
+        int done = 0;
+        test_rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+        return test_rc != MPI_SUCCESS || done != 0;
+      },
+      describe);
+  EPS_RETURN_IF_ERROR(waited);
+  return check(test_rc, "MPI_Test", __FILE__, __LINE__);
+}
+
+namespace {
+
+int comm_size(MPI_Comm comm) {
+  int n = 0;
+  MPI_Comm_size(comm, &n);
+  return n;
+}
+
+std::string describe_collective(const char* op, MPI_Comm comm) {
+  return fmt::format("{} on a communicator of {} ranks to complete on {} (some peer has not arrived)", op,
+                     comm_size(comm), where());
+}
+
+}  // namespace
+
+Status barrier(MPI_Comm comm, const Deadline& deadline) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  EPS_MPI_RETURN_IF_ERROR(MPI_Ibarrier(comm, &request));
+  return wait(&request, deadline, [comm] { return describe_collective("MPI_Ibarrier", comm); });
+}
+
+Status alltoallv(const void* send, std::span<const int> send_counts, std::span<const int> send_displs,
+                 MPI_Datatype send_type, void* recv, std::span<const int> recv_counts,
+                 std::span<const int> recv_displs, MPI_Datatype recv_type, MPI_Comm comm,
+                 const Deadline& deadline) {
+  const std::size_t n = static_cast<std::size_t>(comm_size(comm));
+  const std::pair<const char*, std::size_t> sizes[] = {{"send_counts", send_counts.size()},
+                                                       {"send_displs", send_displs.size()},
+                                                       {"recv_counts", recv_counts.size()},
+                                                       {"recv_displs", recv_displs.size()}};
+  for (const auto& [field, got] : sizes) {
+    if (got != n) return invalid_argument(field, "must have one entry per rank ({}), got {}", n, got);
+  }
+  long expected = 0;
+  for (int c : recv_counts) expected += c;
+  MPI_Request request = MPI_REQUEST_NULL;
+  EPS_MPI_RETURN_IF_ERROR(MPI_Ialltoallv(send, send_counts.data(), send_displs.data(), send_type, recv,
+                                         recv_counts.data(), recv_displs.data(), recv_type, comm, &request));
+  return wait(&request, deadline, [comm, expected] {
+    return fmt::format("{} (expecting {} elements in total from all peers)",
+                       describe_collective("MPI_Ialltoallv", comm), expected);
+  });
+}
+
+Result<std::vector<int>> allgather_int(int local, MPI_Comm comm, const Deadline& deadline) {
+  std::vector<int> all(static_cast<std::size_t>(comm_size(comm)));
+  MPI_Request request = MPI_REQUEST_NULL;
+  EPS_MPI_RETURN_IF_ERROR(MPI_Iallgather(&local, 1, MPI_INT, all.data(), 1, MPI_INT, comm, &request));
+  EPS_RETURN_IF_ERROR(
+      wait(&request, deadline, [comm] { return describe_collective("MPI_Iallgather", comm); }));
+  return all;
+}
+
+Result<std::vector<std::string>> allgather_string(const std::string& local, MPI_Comm comm,
+                                                  const Deadline& deadline) {
+  EPS_ASSIGN_OR_RETURN(std::vector<int> lengths,
+                       allgather_int(static_cast<int>(local.size()), comm, deadline));
+  std::vector<int> displs(lengths.size(), 0);
+  for (std::size_t r = 1; r < lengths.size(); ++r) displs[r] = displs[r - 1] + lengths[r - 1];
+  std::string all(static_cast<std::size_t>(displs.back() + lengths.back()), '\0');
+  MPI_Request request = MPI_REQUEST_NULL;
+  EPS_MPI_RETURN_IF_ERROR(MPI_Iallgatherv(local.data(), static_cast<int>(local.size()), MPI_CHAR, all.data(),
+                                          lengths.data(), displs.data(), MPI_CHAR, comm, &request));
+  EPS_RETURN_IF_ERROR(
+      wait(&request, deadline, [comm] { return describe_collective("MPI_Iallgatherv", comm); }));
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < lengths.size(); ++r) out.push_back(all.substr(displs[r], lengths[r]));
+  return out;
+}
+
+Result<std::vector<std::string>> all_hosts(MPI_Comm comm, const Deadline& deadline) {
+  return allgather_string(host(), comm, deadline);
+}
+
+int agree_exit_code(const Status& local, const Deadline& deadline) {
+  if (!initialized()) {
+    if (!local.ok()) std::fprintf(stderr, "epsuite: error: %s\n", local.message().c_str());
+    return local.exit_code();
+  }
+  Result<std::vector<int>> codes = allgather_int(local.exit_code(), MPI_COMM_WORLD, deadline);
+  if (!codes.ok()) fatal(codes.status());
+  const auto first_failed = std::find_if(codes->begin(), codes->end(), [](int c) { return c != 0; });
+  if (first_failed != codes->end() && first_failed - codes->begin() == rank()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "epsuite: error on %s: %s\n", where().c_str(), local.message().c_str());
+    std::fflush(stderr);
+  }
+  return *std::max_element(codes->begin(), codes->end());
+}
+
+int finalize(int exit_code, const Deadline& deadline) {
+  if (!initialized()) return exit_code;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return exit_code;
+  Result<std::vector<int>> codes = allgather_int(exit_code, MPI_COMM_WORLD, deadline);
+  if (!codes.ok()) fatal(codes.status());
+  const int worst = *std::max_element(codes->begin(), codes->end());
+  MPI_Finalize();
+  return worst;
+}
+
+}  // namespace mpi
+}  // namespace eps

@@ -1,0 +1,54 @@
+// The transport registry: every backend registered by name (ARCHITECTURE.md, house style rule 2).
+//
+// A backend folder (impls/transport/<name>/) defines `void eps_register_transport_<name>(
+// eps::transport::TransportRegistry&)` and declares itself in impls/transport/CMakeLists.txt with
+// `eps_add_transport(<name> SOURCES ...)`; CMake generates the one function that calls every registration,
+// so adding a backend touches no switch and no list in C++. Registration happens on first use of
+// `transport_registry()`, in the order the backends were declared.
+//
+// `select_transports(text)` turns the `--transport` value into names: "all" = every registered backend,
+// else a comma-separated list of registered names (each at most once). An unknown name is
+// kInvalidArgument listing the valid ones: "--transport: unknown transport 'x'; registered: mpi".
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "impls/transport/transport.hpp"
+#include "reference/common/status.hpp"
+
+namespace eps::transport {
+
+// Creates a transport; collective over config.comm.
+using TransportFactory = std::function<Result<std::unique_ptr<Transport>>(const TransportConfig& config)>;
+
+struct TransportEntry {
+  std::string name;
+  std::string summary;
+  TransportFactory factory;
+};
+
+class TransportRegistry {
+ public:
+  // A second registration of the same name is a programming error (std::logic_error).
+  void add(TransportEntry entry);
+  const std::vector<TransportEntry>& entries() const { return entries_; }
+  const TransportEntry* find(std::string_view name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<TransportEntry> entries_;
+};
+
+// The process-wide registry with every built-in backend registered.
+const TransportRegistry& transport_registry();
+
+Result<std::vector<std::string>> select_transports(std::string_view text);
+
+// Creates the registered transport `name` (kInvalidArgument for an unknown name).
+Result<std::unique_ptr<Transport>> make_transport(std::string_view name, const TransportConfig& config);
+
+}  // namespace eps::transport

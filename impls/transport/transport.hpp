@@ -1,0 +1,185 @@
+// The Transport interface: dispatch and combine of SPEC 5 between the ranks of an MPI communicator.
+//
+// A transport moves token rows from the ranks that own tokens ("source side") to the ranks that own
+// their experts ("expert side", dispatch) and the expert outputs back (combine). Each backend lives in
+// its own folder under impls/transport/ and registers itself by name (registry.hpp); nothing else
+// switches on backend names (ARCHITECTURE.md, house style rule 2).
+//
+// Contract (SPEC 5; checked bit-exactly against reference/dispatch by conformance/transport):
+//
+// Setup. `TransportConfig` fixes the shapes for the transport's lifetime: E experts spread over the R ranks
+// of `comm` (expert e on rank e / L, local index e % L, L = E / R), top-k K, hidden H, the payload dtype
+// (bf16 rows, or fp8 e4m3fn codes plus H/128 fp32 scales, SPEC 1.2), T_max (the largest T_r any call may
+// pass, SPEC 5.4) and the expert alignment of SPEC 5.2/5.3. Creating a transport is collective over
+// `comm`. Errors are kInvalidArgument naming the field and its range.
+//
+// Dispatch (`dispatch`, collective): every rank passes its T_r tokens (DispatchInput: x, fp8 scales,
+// topk_idx with -1 = masked slot, topk_weights) and caller-owned output buffers (DispatchOutput) sized
+// for the chosen layout with `recv_capacity_rows` (rows beyond what a call writes are left untouched, so
+// buffers pre-filled with NaN stay NaN there). Layouts:
+// - kHtRankMajor (SPEC 5.2): one row per (r, t) with this rank in dst_ranks(r, t), ordered (r, t);
+//   recv_topk_idx [rows, K] holds the local expert index where the slot's expert lives here, else -1 with
+//   weight +0.0f; num_recv_tokens_per_expert [L] counts valid local slots rounded up to the alignment.
+// - kHtExpertMajor (SPEC 5.3): one row per (local expert l, r, t), sorted, each expert's segment zero-padded
+//   to the alignment (padding rows: zero bytes, zero scales, weight +0.0f); recv_weights [rows] is the slot
+//   weight of each row; num_recv_tokens_per_expert [L] is each segment's (aligned) length.
+// - kLl (SPEC 5.4): packed_recv_x [L, C, row] with C = R * T_max, packed_recv_count [L], src_info [L, C]
+//   (source token of each packed row), layout_range [L, R] (begin, count per source rank). A transport
+//   whose capabilities say `ll_ordered` puts blocks in ascending r and rows in ascending t.
+// The returned DispatchHandle holds what combine needs (who sent which row) and the SPEC 5.1 layout of
+// this rank's tokens (`layout()`), plus the number of rows written (`num_recv_rows()`, HT layouts).
+//
+// Cached dispatch (`dispatch_cached`, collective): re-sends new payloads (x, scales) along the routing of
+// an earlier handle without exchanging counts again; its outputs are bit-equal to those of a fresh
+// dispatch with that routing and these payloads (SPEC 5.2). input.topk_idx / topk_weights are ignored.
+//
+// Combine (`combine`, collective) with a handle from this transport, on the tree named in CombineInput:
+// - kHtRank / kHtTwoLevel (after kHtRankMajor): x [rows, H] bf16 holds one pre-weighted partial per
+//   received row; optional bias0 / bias1 [T_r, H]; the result follows SPEC 5.5 (two-level: nodes are
+//   groups of config.ranks_per_node consecutive ranks).
+// - kLlWeighted (after kHtExpertMajor: x [rows, H]; after kLl: x [L, C, H]): x holds the expert output
+//   y of each received row; the source computes bf16(sum over valid k ascending of w_k * y_k), exact 0
+//   for a token without a valid slot.
+// out [T_r, H] receives the combined rows; combined_weights [T_r, K] (optional, empty = not wanted)
+// receives the input weights of valid slots and +0.0f for masked ones (SPEC 5.5).
+//
+// Handles stay valid until destroyed and are independent: dispatch A, dispatch B, combine A, combine B
+// is allowed (SPEC 5.7). Every wait is bounded by config.timeout_seconds (SPEC 10); on expiry a call
+// returns kEnvironment naming the operation, peer count and rank, and the communicator is unusable.
+//
+// Memory: spans are host memory for now (`Capabilities::memory`); a device-memory transport declares
+// MemoryKind::kDevice and receives device pointers in the same spans.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reference/common/status.hpp"
+#include "reference/dispatch/dispatch_plan.hpp"
+#include "reference/dispatch/layout.hpp"
+#include "reference/dispatch/ll_dispatch.hpp"
+#include "reference/numerics/bf16.hpp"
+
+namespace eps::transport {
+
+using dispatch::LlRange;
+using dispatch::PayloadType;
+
+enum class Layout { kHtRankMajor, kHtExpertMajor, kLl };
+enum class CombineTree { kHtRank, kHtTwoLevel, kLlWeighted };
+enum class MemoryKind { kHost, kDevice };
+
+// "ht-rank-major", "ht-expert-major", "ll"; "ht-rank", "ht-two-level", "ll-weighted"; "bf16", "fp8".
+std::string_view layout_name(Layout layout);
+std::string_view tree_name(CombineTree tree);
+std::string_view dtype_name(PayloadType dtype);
+// The combine trees that can follow a layout (kHtRankMajor: ht-rank, ht-two-level; else ll-weighted).
+std::vector<CombineTree> trees_for(Layout layout);
+
+struct Capabilities {
+  std::vector<Layout> layouts;
+  std::vector<CombineTree> combine_trees;
+  std::vector<PayloadType> dtypes;
+  std::vector<MemoryKind> memory;
+  bool ll_ordered = false;       // SPEC 5.4 canonical block and row order
+  bool cached_dispatch = false;  // dispatch_cached is implemented
+  int max_ranks = 0;
+  int max_experts = 0;
+  int max_top_k = 0;
+  int max_hidden = 0;
+  int max_tokens_per_rank = 0;
+
+  bool supports(Layout layout) const;
+  bool supports(CombineTree tree) const;
+  bool supports(PayloadType dtype) const;
+};
+
+struct TransportConfig {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  int num_experts = 1;          // E, a multiple of the rank count
+  int top_k = 1;                // K in [1, E]
+  int hidden = 1;               // H (a multiple of 128 for fp8)
+  int max_tokens_per_rank = 0;  // T_max
+  PayloadType dtype = PayloadType::kBf16;
+  int expert_alignment = 1;  // SPEC 5.2 / 5.3
+  int ranks_per_node = 1;    // emulated node size of ht-two-level; divides R
+  double timeout_seconds = 60.0;
+};
+
+struct DispatchInput {
+  int num_tokens = 0;                   // T_r in [0, T_max]
+  std::span<const std::byte> x;         // [T_r, row_bytes]: bf16 bit patterns or fp8 codes
+  std::span<const float> x_scales;      // [T_r, H/128] (fp8), empty (bf16)
+  std::span<const int> topk_idx;        // [T_r, K], -1 = masked
+  std::span<const float> topk_weights;  // [T_r, K]
+};
+
+// Caller-owned outputs; only the spans of the requested layout are used (the others may be empty).
+struct DispatchOutput {
+  std::span<std::byte> recv_x;         // HT: [capacity, row_bytes]; LL: packed_recv_x [L, C, row_bytes]
+  std::span<float> recv_x_scales;      // same rows, H/128 each (fp8), empty (bf16)
+  std::span<int> recv_topk_idx;        // rank-major: [capacity, K]
+  std::span<float> recv_topk_weights;  // rank-major: [capacity, K]
+  std::span<float> recv_weights;       // expert-major: [capacity]
+  std::span<int> num_recv_tokens_per_expert;  // HT: [L]
+  std::span<int> packed_recv_count;           // LL: [L]
+  std::span<int> src_info;                    // LL: [L, C]
+  std::span<LlRange> layout_range;            // LL: [L, R]
+};
+
+struct CombineInput {
+  CombineTree tree = CombineTree::kHtRank;
+  std::span<const bf16> x;      // see the contract above
+  std::span<const bf16> bias0;  // [T_r, H] or empty (ht trees only)
+  std::span<const bf16> bias1;
+};
+
+struct CombineOutput {
+  std::span<bf16> out;                // [T_r, H]
+  std::span<float> combined_weights;  // [T_r, K] or empty
+};
+
+// What a dispatch leaves for combine. Backends derive their own state from it.
+class DispatchHandle {
+ public:
+  virtual ~DispatchHandle() = default;
+  virtual Layout layout_kind() const = 0;
+  // Rows written to recv_x (HT layouts); for kLl the sum of packed_recv_count.
+  virtual std::int64_t num_recv_rows() const = 0;
+  // SPEC 5.1 layout of this rank's tokens and the rank prefix matrix.
+  virtual const dispatch::DispatchLayout& layout() const = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  virtual const Capabilities& capabilities() const = 0;
+  virtual const TransportConfig& config() const = 0;
+
+  virtual Result<std::unique_ptr<DispatchHandle>> dispatch(Layout layout, const DispatchInput& input,
+                                                           const DispatchOutput& output) = 0;
+  virtual Status dispatch_cached(const DispatchHandle& handle, const DispatchInput& input,
+                                 const DispatchOutput& output) = 0;
+  virtual Status combine(const DispatchHandle& handle, const CombineInput& input,
+                         const CombineOutput& output) = 0;
+};
+
+// Rows a caller must provide in DispatchOutput.recv_x for `layout` (the first dimension of every row
+// array of that layout): rank-major R * T_max; expert-major R * T_max * min(K, L) + L * (alignment - 1);
+// LL L * R * T_max.
+std::int64_t recv_capacity_rows(Layout layout, const TransportConfig& config, int num_ranks);
+
+// Shape checks shared by every backend's factory: E % R, K in [1, E], H in range and a multiple of 128
+// for fp8, T_max >= 0, alignment >= 1, ranks_per_node dividing R, timeout > 0, and the capability
+// limits. kInvalidArgument naming the field.
+Status validate_config(const TransportConfig& config, int num_ranks, const Capabilities& caps);
+
+}  // namespace eps::transport

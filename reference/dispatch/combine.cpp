@@ -1,0 +1,160 @@
+#include "reference/dispatch/combine.hpp"
+
+#include <algorithm>
+
+#include "reference/dispatch/detail.hpp"
+
+namespace eps::dispatch {
+namespace {
+
+// acc = fp32(bias0) + fp32(bias1), an absent bias reading as +0.0f (DeepEP's accumulator start).
+void start_with_bias(const CombineBias& bias, int rank, int token, std::span<bf16> scratch,
+                     std::span<float> acc) {
+  std::fill(acc.begin(), acc.end(), 0.0f);
+  if (bias.bias0) {
+    bias.bias0(rank, token, scratch);
+    for (std::size_t h = 0; h < acc.size(); ++h) acc[h] = scratch[h].to_float();
+  }
+  if (bias.bias1) bias.bias1(rank, token, scratch);
+  for (std::size_t h = 0; h < acc.size(); ++h) acc[h] = acc[h] + (bias.bias1 ? scratch[h].to_float() : 0.0f);
+}
+
+void add_row(std::span<float> acc, std::span<const bf16> row) {
+  for (std::size_t h = 0; h < acc.size(); ++h) acc[h] = acc[h] + row[h].to_float();
+}
+
+void store_bf16(std::span<const float> acc, std::span<bf16> out) {
+  for (std::size_t h = 0; h < acc.size(); ++h) out[h] = bf16::from_float(acc[h]);
+}
+
+Status check_ranks_per_node(const DispatchPlan& plan, int ranks_per_node) {
+  if (ranks_per_node < 1 || ranks_per_node > plan.num_ranks()) {
+    return out_of_range("ranks_per_node", 1, plan.num_ranks(), ranks_per_node);
+  }
+  if (plan.num_ranks() % ranks_per_node != 0) {
+    return invalid_argument("ranks_per_node", "must divide num_ranks ({}), got {}", plan.num_ranks(),
+                            ranks_per_node);
+  }
+  return Status::ok_status();
+}
+
+// Runs `combine_row(t, out_row)` for every token of `rank` into a [T_rank, H] output.
+template <typename RowFn>
+std::vector<bf16> combine_rows(const DispatchPlan& plan, int rank, RowFn combine_row) {
+  const auto hidden = static_cast<std::size_t>(plan.hidden());
+  std::vector<bf16> out(static_cast<std::size_t>(plan.num_tokens(rank)) * hidden);
+  for (int t = 0; t < plan.num_tokens(rank); ++t) {
+    combine_row(t, std::span<bf16>(out).subspan(static_cast<std::size_t>(t) * hidden, hidden));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<bf16>> expected_ht_rank_combine(const DispatchPlan& plan, int rank,
+                                                   const PartialRowFn& partial, const CombineBias& bias) {
+  EPS_RETURN_IF_ERROR(detail::check_rank(plan, rank));
+  std::vector<float> acc(static_cast<std::size_t>(plan.hidden()));
+  std::vector<bf16> scratch(acc.size());
+  return combine_rows(plan, rank, [&](int t, std::span<bf16> out) {
+    start_with_bias(bias, rank, t, scratch, acc);
+    for (int q : plan.dst_ranks(rank, t)) {
+      partial(q, rank, t, scratch);
+      add_row(acc, scratch);
+    }
+    store_bf16(acc, out);
+  });
+}
+
+Result<std::vector<bf16>> expected_ht_two_level_combine(const DispatchPlan& plan, int rank,
+                                                        int ranks_per_node, const PartialRowFn& partial,
+                                                        const CombineBias& bias) {
+  EPS_RETURN_IF_ERROR(detail::check_rank(plan, rank));
+  EPS_RETURN_IF_ERROR(check_ranks_per_node(plan, ranks_per_node));
+  std::vector<float> acc(static_cast<std::size_t>(plan.hidden()));
+  std::vector<float> node_acc(acc.size());
+  std::vector<bf16> scratch(acc.size());
+  std::vector<bf16> node_row(acc.size());
+  return combine_rows(plan, rank, [&](int t, std::span<bf16> out) {
+    start_with_bias(bias, rank, t, scratch, acc);
+    const std::span<const int> dst = plan.dst_ranks(rank, t);
+    // dst is ascending, so the ranks of one node are consecutive in it.
+    for (std::size_t i = 0; i < dst.size();) {
+      const int node = dst[i] / ranks_per_node;
+      std::fill(node_acc.begin(), node_acc.end(), 0.0f);
+      for (; i < dst.size() && dst[i] / ranks_per_node == node; ++i) {
+        partial(dst[i], rank, t, scratch);
+        add_row(node_acc, scratch);
+      }
+      store_bf16(node_acc, node_row);
+      add_row(acc, node_row);
+    }
+    store_bf16(acc, out);
+  });
+}
+
+Result<std::vector<bf16>> expected_ll_combine(const DispatchPlan& plan, int rank,
+                                              const SlotOutputFn& slot_output) {
+  EPS_RETURN_IF_ERROR(detail::check_rank(plan, rank));
+  std::vector<float> acc(static_cast<std::size_t>(plan.hidden()));
+  std::vector<bf16> y(acc.size());
+  return combine_rows(plan, rank, [&](int t, std::span<bf16> out) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    const std::span<const int> idx = plan.topk_idx(rank, t);
+    const std::span<const float> weights = plan.topk_weights(rank, t);
+    for (int k = 0; k < plan.top_k(); ++k) {
+      if (idx[k] < 0) continue;
+      slot_output(rank, t, k, y);
+      for (std::size_t h = 0; h < acc.size(); ++h) {
+        const float product = weights[k] * y[h].to_float();
+        acc[h] = acc[h] + product;
+      }
+    }
+    store_bf16(acc, out);
+  });
+}
+
+CompareReport compare_combine(const DispatchPlan& plan, int rank, std::span<const bf16> expected,
+                              std::span<const bf16> actual) {
+  std::vector<SourceToken> sources;
+  for (int t = 0; rank >= 0 && rank < plan.num_ranks() && t < plan.num_tokens(rank); ++t)
+    sources.push_back({rank, t});
+  CompareReport report;
+  compare_rows<bf16>(report, "combined_x", rank, sources, expected, actual,
+                     static_cast<std::size_t>(plan.hidden()));
+  return report;
+}
+
+CompareReport compare_combined_weights(const DispatchPlan& plan, int rank, std::span<const float> actual) {
+  CompareReport report;
+  if (rank < 0 || rank >= plan.num_ranks()) {
+    report.add(Mismatch{"combined_topk_weights", rank, -1, -1, -1, 0, 0, "rank out of range"});
+    return report;
+  }
+  const auto top_k = static_cast<std::size_t>(plan.top_k());
+  const std::size_t expected_size = static_cast<std::size_t>(plan.num_tokens(rank)) * top_k;
+  if (actual.size() != expected_size) {
+    report.add(Mismatch{"combined_topk_weights", rank, -1, -1, -1, expected_size, actual.size(),
+                        "element count differs"});
+  }
+  for (int t = 0; t < plan.num_tokens(rank) && (static_cast<std::size_t>(t) + 1) * top_k <= actual.size();
+       ++t) {
+    const std::span<const int> idx = plan.topk_idx(rank, t);
+    const std::span<const float> weights = plan.topk_weights(rank, t);
+    for (std::size_t k = 0; k < top_k; ++k) {
+      const float got = actual[static_cast<std::size_t>(t) * top_k + k];
+      if (idx[k] < 0 || float_bits(got) == float_bits(weights[k])) continue;
+      report.add(Mismatch{"combined_topk_weights",
+                          rank,
+                          rank,
+                          t,
+                          static_cast<std::int64_t>(k),
+                          float_bits(weights[k]),
+                          float_bits(got),
+                          {}});
+    }
+  }
+  return report;
+}
+
+}  // namespace eps::dispatch

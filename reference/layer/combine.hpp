@@ -1,0 +1,45 @@
+// Combine trees of the MoE layer (SPEC 4.3, SPEC 5.5): how a token's weighted expert outputs become its
+// bf16 routed output. The single-process layer implements every tree for a given R and placement, so a
+// distributed layer is compared bit-exactly with the reference for the tree its transport declares.
+//
+// A token's slots are given in slot order (SPEC 4.3: token choice = router order, expert choice =
+// ascending expert id); a slot with expert -1 (a dropped token-choice assignment) is skipped. With
+// w the slot weight and y the bf16 expert output, every sum is fp32 in the order written, starting from
+// 0.0f, one rounding per operation (SPEC 1.4, no FMA):
+//   ll-weighted:  routed = bf16(Σ_{slots ascending} w · fp32(y))
+//   ht-rank:      p_q = bf16(Σ_{slots on rank q, ascending} w · fp32(y)) for every rank q owning a slot;
+//                 routed = bf16(Σ_{q ascending} fp32(p_q))
+// A token with no valid slot gets routed = +0 (both trees). With R = 1, or whenever all of a token's
+// slots live on one rank, ht-rank equals ll-weighted bit for bit (bf16(0 + p) = p).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "reference/common/status.hpp"
+#include "reference/numerics/bf16.hpp"
+
+namespace eps {
+
+enum class CombineTree { kLlWeighted, kHtRank };
+
+// "ll-weighted" / "ht-rank".
+std::string_view combine_tree_name(CombineTree tree);
+Result<CombineTree> parse_combine_tree(std::string_view field, std::string_view name);
+
+// Expert -> rank placement for ht-rank. `expert_rank` empty means the SPEC default: expert e on rank
+// e / (E / R), which needs R to divide E. Errors name the fields: "num_ranks: ...", "expert_rank[e]: ...".
+Result<std::vector<int>> resolve_expert_rank(int num_experts, int num_ranks,
+                                             std::span<const int> expert_rank);
+
+// Combines one token. experts[k], weights[k] are slot k's expert id (-1 = skip) and weight w; y holds one
+// bf16 row of `hidden` values per slot (row k belongs to slot k; rows of skipped slots are ignored);
+// expert_rank maps an expert id to its rank (ht-rank only; may be empty for ll-weighted).
+// Writes `hidden` values to out. Preconditions (not checked): sizes consistent, ids in range.
+void combine_token(CombineTree tree, std::span<const std::int32_t> experts, std::span<const float> weights,
+                   std::span<const bf16> y, int hidden, std::span<const int> expert_rank,
+                   std::span<bf16> out);
+
+}  // namespace eps
