@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include "harness/mpi_runtime.hpp"
@@ -20,6 +22,41 @@ int ranks_sharing_first_host(const Platform& p) {
                                         [&](const RankPlatform& r) { return r.host == p.ranks[0].host; }));
 }
 
+std::string list_or_note(const std::vector<std::string>& items, const std::string& note) {
+  return items.empty() ? note : fmt::format("{}", fmt::join(items, ", "));
+}
+
+std::string node_block(const Platform& p) {
+  const NodePlatform& n = p.node;
+  const NodeTopology& t = n.topology;
+  std::string out = fmt::format("#  {:<16} {}\n", "cpu", n.cpu_model);
+  out += fmt::format("#  {:<16} {:.1f} GiB\n", "memory", static_cast<double>(n.memory_bytes) / (1ULL << 30));
+  out +=
+      n.topology_note.empty()
+          ? fmt::format("#  {:<16} {} package(s), {} NUMA node(s), {} core(s), {} PU(s), {} PCI device(s)\n",
+                        "topology", t.packages, t.numa_nodes, t.cores, t.pus, t.pci_devices)
+          : fmt::format("#  {:<16} {}\n", "topology", n.topology_note);
+  if (!t.io_devices.empty())
+    out += fmt::format("#  {:<16} {}\n", "io devices", fmt::join(t.io_devices, ", "));
+  out += fmt::format("#  {:<16} {}\n", "gpus", list_or_note(n.gpus, n.gpu_note));
+  out += fmt::format("#  {:<16} {}\n", "verbs devices", list_or_note(n.verbs_devices, n.verbs_note));
+  if (n.fabric_providers.empty()) out += fmt::format("#  {:<16} {}\n", "libfabric", n.fabric_note);
+  for (const FabricProvider& f : n.fabric_providers) {
+    out += fmt::format("#  {:<16} {} {}: cq data {} B, msg order {}, domains {}\n", "libfabric", f.name,
+                       f.endpoint, f.cq_data_size,
+                       f.msg_order.empty() ? "none" : fmt::format("{}", fmt::join(f.msg_order, "|")),
+                       fmt::join(f.domains, ","));
+  }
+  std::vector<std::string> libraries;
+  for (const auto& [name, version] : n.libraries) libraries.push_back(name + " " + version);
+  out += fmt::format("#  {:<16} {}\n", "libraries", fmt::join(libraries, ", "));
+  std::vector<std::string> tags;
+  for (const auto& [key, value] : p.tags) tags.push_back(key + "=" + value);
+  out +=
+      fmt::format("#  {:<16} {}\n", "tags", tags.empty() ? "none" : fmt::format("{}", fmt::join(tags, ", ")));
+  return out;
+}
+
 std::string info_block(const Platform& p, const Params& params, const ResolvedPreset* preset) {
   std::vector<std::string> hosts;
   for (const RankPlatform& r : p.ranks) {
@@ -33,6 +70,7 @@ std::string info_block(const Platform& p, const Params& params, const ResolvedPr
   out += fmt::format("#  {:<16} {}, {}, CUDA {}, HIP {}\n", "build", kBuildType, kCompiler,
                      kWithCuda ? "on" : "off", kWithHip ? "on" : "off");
   out += fmt::format("#  {:<16} {}\n", "provider", p.provider);
+  out += node_block(p);
   for (std::size_t r = 0; r < p.ranks.size(); ++r) {
     out += fmt::format("#  {:<16} host {}, device {}, nic {}\n", fmt::format("rank {}", r), p.ranks[r].host,
                        p.ranks[r].device, p.ranks[r].nic);
@@ -77,6 +115,8 @@ InfoCommand::InfoCommand()
 
 void InfoCommand::bind(CLI::App& app) {
   params_->bind(app);
+  app.add_option("--tag", tags_,
+                 "User tag key=value stored under platform.tags (repeatable; not part of the fingerprint)");
   app.footer(
       "Without --preset (flag or EPSUITE_PRESET) no preset is resolved. With it, the preset's shapes are "
       "shown for "
@@ -87,12 +127,15 @@ int InfoCommand::run() {
   const Status initialized = mpi::init(nullptr, nullptr);
   if (!initialized.ok()) mpi::fatal(initialized);
   Status status = params_->resolve();
+  Result<std::map<std::string, std::string>> tags = parse_tags(tags_);
+  if (status.ok() && !tags.ok()) status = tags.status();
   const double timeout = status.ok() ? params_->number("timeout") : kDefaultTimeoutSeconds;
   int code = mpi::agree_exit_code(status, Deadline(timeout));
   if (code != 0) return mpi::finalize(code, Deadline(timeout));
 
   Result<Platform> platform = discover_platform(Deadline(timeout));
   if (!platform.ok()) mpi::fatal(platform.status());
+  platform->tags = *tags;
   std::int64_t ranks_per_node = params_->integer("ranks-per-node");
   if (ranks_per_node == 0) ranks_per_node = ranks_sharing_first_host(*platform);
   std::optional<ResolvedPreset> preset;

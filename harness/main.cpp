@@ -9,8 +9,10 @@
 
 #include "conformance/mpi_gtest.hpp"
 #include "harness/bench_command.hpp"
+#include "harness/compare_command.hpp"
 #include "harness/info_command.hpp"
 #include "harness/mpi_runtime.hpp"
+#include "harness/plot_command.hpp"
 #include "harness/ref_tool.hpp"
 #include "harness/version.hpp"
 
@@ -60,6 +62,17 @@ int main(int argc, char** argv) {
       "bench", "Measure a transport: dispatch, combine or roundtrip (mpirun -np N epsuite bench OP ...)");
   bench_command.bind(*bench);
 
+  eps::PlotCommand plot_command;
+  CLI::App* plot = app.add_subcommand(
+      "plot", "Draw PNG/SVG figures and plots.json from results JSON (epsuite plot FILE... --out DIR)");
+  plot_command.bind(*plot);
+
+  eps::CompareCommand compare_command;
+  CLI::App* compare = app.add_subcommand(
+      "compare",
+      "Regression gate: compare two results files case by case (epsuite compare BASE.json NEW.json)");
+  compare_command.bind(*compare);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -73,5 +86,7 @@ int main(int argc, char** argv) {
   if (check->parsed()) return check_command.run(*check);
   if (info->parsed()) return info_command.run();
   if (bench->parsed()) return bench_command.run(std::vector<std::string>(argv, argv + argc));
+  if (plot->parsed()) return plot_command.run();
+  if (compare->parsed()) return compare_command.run();
   return 0;
 }

@@ -1,32 +1,19 @@
-#include <filesystem>
-#include <fstream>
-#include <set>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness/mpi_runtime.hpp"
 #include "harness/platform.hpp"
+#include "harness/platform_probe.hpp"
 
 namespace eps {
 namespace {
 
 // The CPU device runs everything until a GPU device library is selected (ARCHITECTURE.md "Device").
-std::string local_device() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return "cpu: " + line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "cpu";
-}
+std::string local_device() { return "cpu: " + probe_cpu_model(); }
 
 std::string local_nics() {
-  std::set<std::string> names;  // sorted, so the fingerprint does not depend on directory order
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/sys/class/infiniband", ec)) {
-    names.insert(entry.path().filename().string());
-  }
+  std::string note;
+  const std::vector<std::string> names = probe_verbs_devices(note);  // sorted: stable fingerprints
   return names.empty() ? "none" : fmt::format("{}", fmt::join(names, ","));
 }
 
@@ -52,6 +39,8 @@ Result<Platform> discover_platform(const Deadline& deadline) {
 #else
   p.libraries["compiler"] = "gcc " __VERSION__;
 #endif
+  // Every rank probes its own node so that all ranks hold the same record of a homogeneous job.
+  p.node = probe_node();
   return p;
 }
 

@@ -1,5 +1,7 @@
-// Platform identity (SPEC 9.1 platform, SPEC 9.2 fingerprints).
+// Platform identity (SPEC 9.1 platform, SPEC 9.2 fingerprints) and user tags.
 #include "harness/platform.hpp"
+
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -39,6 +41,69 @@ TEST(Platform, FingerprintIgnoresHostNamesOnly) {
   EXPECT_NE(platform_fingerprint(fewer), base);
 }
 
+TEST(Platform, FingerprintCoversTheNodeButNotTagsOrDomains) {
+  Platform base = two_ranks("node-a", "node-b");
+  base.node.cpu_model = "X";
+  base.node.memory_bytes = 64ULL << 30;
+  base.node.fabric_providers = {{"tcp;ofi_rxm", "FI_EP_RDM", 4, {"FI_ORDER_WAW"}, {"eth0"}}};
+  const std::string fingerprint = platform_fingerprint(base);
+
+  Platform tagged = base;
+  tagged.tags = {{"gpu", "H100"}, {"nic", "efa"}};
+  EXPECT_EQ(platform_fingerprint(tagged), fingerprint);
+  Platform other_interface = base;
+  other_interface.node.fabric_providers[0].domains = {"ens5"};
+  EXPECT_EQ(platform_fingerprint(other_interface), fingerprint);
+  Platform noted = base;
+  noted.node.gpu_note = "none: cuda: no device";
+  EXPECT_EQ(platform_fingerprint(noted), fingerprint);
+  Platform wobble = base;  // 64 GiB - 100 MiB still rounds to 64 GiB
+  wobble.node.memory_bytes -= 100ULL << 20;
+  EXPECT_EQ(platform_fingerprint(wobble), fingerprint);
+
+  Platform memory = base;
+  memory.node.memory_bytes = 128ULL << 30;
+  EXPECT_NE(platform_fingerprint(memory), fingerprint);
+  Platform gpu = base;
+  gpu.node.gpus = {"cuda 0: NVIDIA H100"};
+  EXPECT_NE(platform_fingerprint(gpu), fingerprint);
+  Platform order = base;
+  order.node.fabric_providers[0].msg_order.clear();
+  EXPECT_NE(platform_fingerprint(order), fingerprint);
+  Platform cq = base;
+  cq.node.fabric_providers[0].cq_data_size = 8;
+  EXPECT_NE(platform_fingerprint(cq), fingerprint);
+  Platform topology = base;
+  topology.node.topology.numa_nodes = 2;
+  EXPECT_NE(platform_fingerprint(topology), fingerprint);
+  Platform library = base;
+  library.node.libraries["libfabric"] = "1.18";
+  EXPECT_NE(platform_fingerprint(library), fingerprint);
+  Platform cpu = base;
+  cpu.node.cpu_model = "Y";
+  EXPECT_NE(platform_fingerprint(cpu), fingerprint);
+}
+
+TEST(ParseTags, KeyValuePairs) {
+  Result<std::map<std::string, std::string>> tags = parse_tags({"gpu=H100", "nic=efa", "note=a=b c"});
+  ASSERT_TRUE(tags.ok()) << tags.status().message();
+  EXPECT_EQ(*tags, (std::map<std::string, std::string>{{"gpu", "H100"}, {"nic", "efa"}, {"note", "a=b c"}}));
+  EXPECT_TRUE(parse_tags({})->empty());
+}
+
+TEST(ParseTags, RejectsMalformedTags) {
+  EXPECT_EQ(parse_tags({"gpu"}).status().message(), "--tag: expected key=value, got 'gpu'");
+  EXPECT_EQ(parse_tags({"=H100"}).status().message(),
+            "--tag: key must be 1-64 characters of [A-Za-z0-9_.-], got ''");
+  EXPECT_EQ(parse_tags({"g pu=H100"}).status().message(),
+            "--tag: key must be 1-64 characters of [A-Za-z0-9_.-], got 'g pu'");
+  EXPECT_EQ(parse_tags({"gpu="}).status().message(),
+            "--tag gpu: value must be 1-256 printable characters, got ''");
+  EXPECT_EQ(parse_tags({"gpu=H100", "gpu=A100"}).status().message(), "--tag: key 'gpu' given twice");
+  EXPECT_EQ(parse_tags({std::string(65, 'k') + "=v"}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse_tags({"gpu=" + std::string(257, 'v')}).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(Platform, JsonCarriesHostsRanksAndFingerprint) {
   const Platform p = two_ranks("node-a", "node-b");
   const Json j = platform_to_json(p);
@@ -46,6 +111,13 @@ TEST(Platform, JsonCarriesHostsRanksAndFingerprint) {
   EXPECT_EQ(j.at("ranks")[1], Json::parse(R"({"rank":1,"host":"node-b","device":"cpu: X","nic":"mlx5_0"})"));
   EXPECT_EQ(j.at("provider"), "mpi (btl self,vader)");
   EXPECT_EQ(j.at("fingerprint"), platform_fingerprint(p));
+  EXPECT_EQ(j.at("tags"), Json::object());
+  Platform tagged = p;
+  tagged.tags = {{"gpu", "H100"}};
+  tagged.node.libraries["hwloc_api"] = "2.8.0";
+  const Json t = platform_to_json(tagged);
+  EXPECT_EQ(t.at("tags"), Json::parse(R"({"gpu":"H100"})"));
+  EXPECT_EQ(t.at("libraries"), Json::parse(R"({"hwloc_api":"2.8.0","mpi":"Open MPI v4.1.4"})"));
 }
 
 }  // namespace

@@ -1,0 +1,42 @@
+// `epsuite plot FILE... --out DIR`: figures of results documents (SPEC 9.1) as PNG and SVG, drawn by the
+// matplotlib script harness/plot/epsuite_plot.py (Agg backend), which the build copies next to the
+// executable (<dir of epsuite>/plot/epsuite_plot.py). The script's docstring lists the figures; it also
+// writes DIR/plots.json, the index of every figure's files and series.
+//
+// Every FILE is read with read_results_file first (harness/results.hpp): an unreadable, truncated or
+// foreign file, a schema version from the future or an empty results list is bad input (exit 2, one
+// message naming the file and field) and nothing is drawn. python3 or matplotlib missing, or the script
+// failing otherwise, is an environment error (exit 3). No MPI: the command runs as a plain process.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "reference/common/status.hpp"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace eps {
+
+// The installed plot script next to the running executable; kEnvironment when it is not there.
+Result<std::string> plot_script_path();
+
+// Validates `files` and runs `PYTHON SCRIPT --out out_dir FILE...`; the script's stdout passes through.
+// PYTHON is $EPSUITE_PYTHON when set, else the python3 found at configure time (Debian's /usr/bin/python3
+// first, which ci/setup gives matplotlib).
+Status plot_results(const std::vector<std::string>& files, const std::string& out_dir);
+
+class PlotCommand {
+ public:
+  void bind(CLI::App& app);
+  // After parsing: draws; prints "epsuite: error: ..." on failure and returns the SPEC 10 exit code.
+  int run() const;
+
+ private:
+  std::vector<std::string> files_;
+  std::string out_;
+};
+
+}  // namespace eps
