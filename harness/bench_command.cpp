@@ -424,14 +424,16 @@ std::vector<ParamSpec> bench_param_specs() {
   return s;
 }
 
-BenchCommand::BenchCommand() {
+std::vector<ParamSpec> bench_command_specs() {
   std::vector<ParamSpec> specs;
   for (std::string_view name : {"transport", "preset", "tokens", "ranks-per-node", "json", "timeout"}) {
     specs.push_back(param_spec(name));
   }
   for (ParamSpec& s : bench_param_specs()) specs.push_back(std::move(s));
-  params_ = std::make_unique<Params>(std::move(specs));
+  return specs;
 }
+
+BenchCommand::BenchCommand() : params_(std::make_unique<Params>(bench_command_specs())) {}
 
 void BenchCommand::bind(CLI::App& app) {
   app.add_option("op", op_, "What to time: dispatch, combine (of a dispatch made once) or roundtrip")
@@ -456,33 +458,41 @@ int BenchCommand::run(const std::vector<std::string>& argv) {
 
   Result<Platform> platform = discover_platform(Deadline(timeout));
   if (!platform.ok()) mpi::fatal(platform.status());
-  Result<BenchPlan> plan = make_plan(*params_, op_, *platform);
-  code = mpi::agree_exit_code(plan.status(), Deadline(timeout));
-  if (code != 0) return mpi::finalize(code, Deadline(timeout));
+  return mpi::finalize(run_bench(*params_, op_, *platform, argv), Deadline(timeout));
+}
+
+int run_bench(const Params& params, const std::string& op, const Platform& platform,
+              const std::vector<std::string>& argv) {
+  const double timeout = params.number("timeout");
+  Status status;
+  Result<BenchPlan> plan = make_plan(params, op, platform);
+  int code = mpi::agree_exit_code(plan.status(), Deadline(timeout));
+  if (code != 0) return code;
 
   std::vector<std::unique_ptr<transport::Transport>> transports;
   for (const std::string& name : plan->transports) {
     Result<std::unique_ptr<transport::Transport>> t =
         transport::make_transport(name, conformance::transport_config(shape_for(*plan, 0), timeout));
     code = mpi::agree_exit_code(t.status(), Deadline(timeout));
-    if (code != 0) return mpi::finalize(code, Deadline(timeout));
+    if (code != 0) return code;
     transports.push_back(std::move(t).value());
   }
 
   std::optional<ResultsWriter> writer;
-  const std::string& json_path = params_->string("json");
+  const std::string& json_path = params.string("json");
   if (mpi::is_root() && !json_path.empty()) {
-    writer.emplace(json_path,
-                   make_run_header(argv, platform_to_json(*platform), config_json(*plan, *params_)));
+    writer.emplace(json_path, make_run_header(argv, platform_to_json(platform), config_json(*plan, params)));
     status = writer->start();
   }
   code = mpi::agree_exit_code(status, Deadline(timeout));
-  if (code != 0) return mpi::finalize(code, Deadline(timeout));
+  if (code != 0) return code;
 
   bool passed = true;
   for (auto& t : transports)
-    passed = bench_transport(*t, *plan, *params_, *platform, writer ? &*writer : nullptr) && passed;
-  return mpi::finalize(passed ? 0 : 1, Deadline(timeout));
+    passed = bench_transport(*t, *plan, params, platform, writer ? &*writer : nullptr) && passed;
+  return mpi::agree_exit_code(
+      passed ? Status() : Status(StatusCode::kCheckFailed, "bench -c found wrong results"),
+      Deadline(timeout));
 }
 
 }  // namespace eps

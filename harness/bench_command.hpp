@@ -29,6 +29,7 @@
 #include <string>
 
 #include "harness/params.hpp"
+#include "harness/platform.hpp"
 
 namespace CLI {
 class App;
@@ -39,6 +40,16 @@ namespace eps {
 // The bench-only parameters (name, flag, EPSUITE_* twin, default, range, help); the suite-wide ones
 // (timeout, preset, tokens, ranks-per-node, json, transport) come from param_catalog().
 std::vector<ParamSpec> bench_param_specs();
+
+// Every parameter of `epsuite bench`: bench_param_specs() plus the suite-wide ones.
+std::vector<ParamSpec> bench_command_specs();
+
+// Measures `op` ("dispatch", "combine" or "roundtrip") with resolved `params` (bench_command_specs())
+// on every selected transport: prints the table on rank 0 and writes --json when set. MPI must be
+// initialized and `platform` discovered; MPI stays initialized. Returns the exit code agreed over ranks
+// (0 ok, 1 -c found wrong results, 2 bad input); environment failures end the job (SPEC 10).
+int run_bench(const Params& params, const std::string& op, const Platform& platform,
+              const std::vector<std::string>& argv);
 
 class BenchCommand {
  public:

@@ -14,6 +14,7 @@
 #include "harness/mpi_runtime.hpp"
 #include "harness/plot_command.hpp"
 #include "harness/ref_tool.hpp"
+#include "harness/run_command.hpp"
 #include "harness/version.hpp"
 
 namespace {
@@ -67,6 +68,12 @@ int main(int argc, char** argv) {
       "plot", "Draw PNG/SVG figures and plots.json from results JSON (epsuite plot FILE... --out DIR)");
   plot_command.bind(*plot);
 
+  eps::RunCommand run_command;
+  CLI::App* run = app.add_subcommand(
+      "run",
+      "The main job: platform, conformance, bench sweep, plots and report.md (mpirun ... epsuite run)");
+  run_command.bind(*run);
+
   eps::CompareCommand compare_command;
   CLI::App* compare = app.add_subcommand(
       "compare",
@@ -87,6 +94,7 @@ int main(int argc, char** argv) {
   if (info->parsed()) return info_command.run();
   if (bench->parsed()) return bench_command.run(std::vector<std::string>(argv, argv + argc));
   if (plot->parsed()) return plot_command.run();
+  if (run->parsed()) return run_command.run(std::vector<std::string>(argv, argv + argc));
   if (compare->parsed()) return compare_command.run();
   return 0;
 }

@@ -91,12 +91,14 @@ Result<std::pair<int, std::string>> spawn_captured(const std::vector<std::string
 
 }  // namespace
 
-Result<std::string> plot_script_path() {
+Result<std::string> plot_script_path() { return helper_script_path("epsuite_plot.py"); }
+
+Result<std::string> helper_script_path(const std::string& name) {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec)
     return Status(StatusCode::kEnvironment, "plot: cannot locate the epsuite executable (/proc/self/exe)");
-  const fs::path script = exe.parent_path() / "plot" / "epsuite_plot.py";
+  const fs::path script = exe.parent_path() / "plot" / name;
   if (!fs::is_regular_file(script, ec)) {
     return Status(StatusCode::kEnvironment,
                   fmt::format("plot: the plot script {} is missing; rebuild epsuite", script.string()));
@@ -124,6 +126,19 @@ Status plot_results(const std::vector<std::string>& files, const std::string& ou
   std::fputs(err.c_str(), stderr);
   return Status(StatusCode::kEnvironment,
                 fmt::format("plot: {} exited with {}: {}", script, code, script_message(err)));
+}
+
+Status write_run_report(const std::string& run_dir) {
+  EPS_ASSIGN_OR_RETURN(std::string script, helper_script_path("epsuite_report.py"));
+  const char* python = std::getenv("EPSUITE_PYTHON");
+  EPS_ASSIGN_OR_RETURN(
+      auto outcome,
+      spawn_captured({python != nullptr && *python != '\0' ? python : EPS_PLOT_PYTHON, script, run_dir}));
+  const auto& [code, err] = outcome;
+  if (code == 0) return Status();
+  std::fputs(err.c_str(), stderr);
+  return Status(code == 2 ? StatusCode::kInvalidArgument : StatusCode::kEnvironment,
+                fmt::format("report: {} exited with {}: {}", script, code, script_message(err)));
 }
 
 void PlotCommand::bind(CLI::App& app) {

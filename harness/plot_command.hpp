@@ -22,6 +22,11 @@ namespace eps {
 
 // The installed plot script next to the running executable; kEnvironment when it is not there.
 Result<std::string> plot_script_path();
+// `<dir of epsuite>/plot/NAME`, where the build copies the python helpers.
+Result<std::string> helper_script_path(const std::string& name);
+
+// Writes RUN_DIR/report.md from a run directory (harness/plot/epsuite_report.py).
+Status write_run_report(const std::string& run_dir);
 
 // Validates `files` and runs `PYTHON SCRIPT --out out_dir FILE...`; the script's stdout passes through.
 // PYTHON is $EPSUITE_PYTHON when set, else the python3 found at configure time (Debian's /usr/bin/python3
