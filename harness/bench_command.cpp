@@ -440,6 +440,9 @@ void BenchCommand::bind(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember({"dispatch", "combine", "roundtrip"}));
   params_->bind(app);
+  app.add_option("--tag", tags_,
+                 "User tag key=value stored under platform.tags of the results (repeatable; not part of the "
+                 "fingerprint)");
   app.footer(
       "Prints an nccl-tests-style table (rank 0): tokens per rank, bytes (SPEC 5.6 algo bytes of the slowest "
       "rank), "
@@ -452,12 +455,15 @@ int BenchCommand::run(const std::vector<std::string>& argv) {
   const Status initialized = mpi::init(nullptr, nullptr);
   if (!initialized.ok()) mpi::fatal(initialized);
   Status status = params_->resolve();
+  Result<std::map<std::string, std::string>> tags = parse_tags(tags_);
+  if (status.ok() && !tags.ok()) status = tags.status();
   const double timeout = status.ok() ? params_->number("timeout") : kDefaultTimeoutSeconds;
   int code = mpi::agree_exit_code(status, Deadline(timeout));
   if (code != 0) return mpi::finalize(code, Deadline(timeout));
 
   Result<Platform> platform = discover_platform(Deadline(timeout));
   if (!platform.ok()) mpi::fatal(platform.status());
+  platform->tags = *tags;
   return mpi::finalize(run_bench(*params_, op_, *platform, argv), Deadline(timeout));
 }
 

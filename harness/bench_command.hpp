@@ -61,6 +61,7 @@ class BenchCommand {
  private:
   std::unique_ptr<Params> params_;
   std::string op_;
+  std::vector<std::string> tags_;
 };
 
 }  // namespace eps

@@ -98,6 +98,9 @@ RunCommand::RunCommand() : params_(std::make_unique<Params>(run_param_specs())) 
 
 void RunCommand::bind(CLI::App& app) {
   params_->bind(app);
+  app.add_option("--tag", tags_,
+                 "User tag key=value stored under platform.tags of the results (repeatable; not part of the "
+                 "fingerprint)");
   app.footer(
       "Runs platform discovery, the conformance suite, a checked bench sweep (dispatch, combine, roundtrip; "
       "HT and LL) of every selected transport, plots and report.md into --out. Exit codes (SPEC 10): the "
@@ -108,6 +111,8 @@ int RunCommand::run(const std::vector<std::string>& argv) {
   const Status initialized = mpi::init(nullptr, nullptr);
   if (!initialized.ok()) mpi::fatal(initialized);
   Status status = params_->resolve();
+  Result<std::map<std::string, std::string>> tags = parse_tags(tags_);
+  if (status.ok() && !tags.ok()) status = tags.status();
   const double timeout = status.ok() ? params_->number("timeout") : kDefaultTimeoutSeconds;
   if (status.ok()) {
     Result<std::vector<std::string>> transports = transport::select_transports(params_->string("transport"));
@@ -128,6 +133,7 @@ int RunCommand::run(const std::vector<std::string>& argv) {
   mpi::root_print("[1/4] platform -> {}\n", (out / "info.json").string());
   Result<Platform> platform = discover_platform(Deadline(timeout));
   if (!platform.ok()) mpi::fatal(platform.status());
+  platform->tags = *tags;
   status = mpi::is_root() ? write_info((out / "info.json").string(), *platform, *params_) : Status();
   int worst = mpi::agree_exit_code(status, Deadline(timeout));
 

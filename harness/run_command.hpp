@@ -30,6 +30,7 @@ class RunCommand {
 
  private:
   std::unique_ptr<Params> params_;
+  std::vector<std::string> tags_;
 };
 
 }  // namespace eps
