@@ -78,6 +78,15 @@ def plots_section(path):
     return lines + [""]
 
 
+def preset_name(info_path):
+    """'<preset> run' from info.json's config.preset (epsuite run), else 'run'."""
+    if not os.path.isfile(info_path):
+        return "run"
+    with open(info_path, encoding="utf-8") as f:
+        preset = json.load(f).get("config", {}).get("preset")
+    return f"{preset} run" if preset else "run"
+
+
 def main(argv):
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
@@ -101,7 +110,7 @@ def main(argv):
         return 2
     temp = os.path.join(out_dir, ".report.md.tmp")
     with open(temp, "w", encoding="utf-8") as f:
-        f.write("\n".join(["# epsuite smoke report", ""] + sections))
+        f.write("\n".join([f"# epsuite {preset_name(info)} report", ""] + sections))
     os.replace(temp, os.path.join(out_dir, "report.md"))
     return 0
 
