@@ -1,4 +1,5 @@
 #include "harness/bench_command.hpp"
+#include "harness/command_start.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -452,18 +453,15 @@ void BenchCommand::bind(CLI::App& app) {
 }
 
 int BenchCommand::run(const std::vector<std::string>& argv) {
-  const Status initialized = mpi::init(nullptr, nullptr);
-  if (!initialized.ok()) mpi::fatal(initialized);
-  Status status = params_->resolve();
-  Result<std::map<std::string, std::string>> tags = parse_tags(tags_);
-  if (status.ok() && !tags.ok()) status = tags.status();
-  const double timeout = status.ok() ? params_->number("timeout") : kDefaultTimeoutSeconds;
+  CommandStart start = start_command(*params_, tags_);
+  Status status = start.status;
+  const double timeout = start.timeout_seconds;
   int code = mpi::agree_exit_code(status, Deadline(timeout));
   if (code != 0) return mpi::finalize(code, Deadline(timeout));
 
   Result<Platform> platform = discover_platform(Deadline(timeout));
   if (!platform.ok()) mpi::fatal(platform.status());
-  platform->tags = *tags;
+  platform->tags = start.tags;
   return mpi::finalize(run_bench(*params_, op_, *platform, argv), Deadline(timeout));
 }
 

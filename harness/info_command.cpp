@@ -1,4 +1,5 @@
 #include "harness/info_command.hpp"
+#include "harness/command_start.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -124,18 +125,15 @@ void InfoCommand::bind(CLI::App& app) {
 }
 
 int InfoCommand::run() {
-  const Status initialized = mpi::init(nullptr, nullptr);
-  if (!initialized.ok()) mpi::fatal(initialized);
-  Status status = params_->resolve();
-  Result<std::map<std::string, std::string>> tags = parse_tags(tags_);
-  if (status.ok() && !tags.ok()) status = tags.status();
-  const double timeout = status.ok() ? params_->number("timeout") : kDefaultTimeoutSeconds;
+  CommandStart start = start_command(*params_, tags_);
+  Status status = start.status;
+  const double timeout = start.timeout_seconds;
   int code = mpi::agree_exit_code(status, Deadline(timeout));
   if (code != 0) return mpi::finalize(code, Deadline(timeout));
 
   Result<Platform> platform = discover_platform(Deadline(timeout));
   if (!platform.ok()) mpi::fatal(platform.status());
-  platform->tags = *tags;
+  platform->tags = start.tags;
   std::int64_t ranks_per_node = params_->integer("ranks-per-node");
   if (ranks_per_node == 0) ranks_per_node = ranks_sharing_first_host(*platform);
   std::optional<ResolvedPreset> preset;

@@ -9,6 +9,7 @@
 
 #include "conformance/mpi_gtest.hpp"
 #include "harness/bench_command.hpp"
+#include "harness/command_start.hpp"
 #include "harness/json_io.hpp"
 #include "harness/mpi_runtime.hpp"
 #include "harness/platform.hpp"
@@ -101,12 +102,9 @@ void RunCommand::bind(CLI::App& app) {
 }
 
 int RunCommand::run(const std::vector<std::string>& argv) {
-  const Status initialized = mpi::init(nullptr, nullptr);
-  if (!initialized.ok()) mpi::fatal(initialized);
-  Status status = params_->resolve();
-  Result<std::map<std::string, std::string>> tags = parse_tags(tags_);
-  if (status.ok() && !tags.ok()) status = tags.status();
-  const double timeout = status.ok() ? params_->number("timeout") : kDefaultTimeoutSeconds;
+  CommandStart start = start_command(*params_, tags_);
+  Status status = start.status;
+  const double timeout = start.timeout_seconds;
   if (status.ok()) {
     Result<std::vector<std::string>> transports = transport::select_transports(params_->string("transport"));
     status = transports.status();
@@ -126,7 +124,7 @@ int RunCommand::run(const std::vector<std::string>& argv) {
   mpi::root_print("[1/4] platform -> {}\n", (out / "info.json").string());
   Result<Platform> platform = discover_platform(Deadline(timeout));
   if (!platform.ok()) mpi::fatal(platform.status());
-  platform->tags = *tags;
+  platform->tags = start.tags;
   status = mpi::is_root() ? write_info((out / "info.json").string(), *platform, *params_) : Status();
   int worst = mpi::agree_exit_code(status, Deadline(timeout));
 
