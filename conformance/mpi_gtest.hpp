@@ -25,8 +25,8 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/deadline.hpp"
-#include "harness/mpi_runtime.hpp"
+#include "impls/runtime/deadline.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 #include "harness/params.hpp"
 
 namespace CLI {

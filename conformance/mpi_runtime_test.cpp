@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "conformance/mpi_gtest.hpp"
-#include "harness/mpi_runtime.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 
 namespace eps {
 namespace {

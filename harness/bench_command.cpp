@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "conformance/transport/problem.hpp"
-#include "harness/mpi_runtime.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 #include "harness/platform.hpp"
 #include "harness/presets.hpp"
 #include "harness/results.hpp"

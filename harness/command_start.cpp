@@ -1,7 +1,7 @@
 #include "harness/command_start.hpp"
 
-#include "harness/deadline.hpp"
-#include "harness/mpi_runtime.hpp"
+#include "impls/runtime/deadline.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 #include "harness/platform.hpp"
 
 namespace eps {

@@ -10,7 +10,7 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
-#include "harness/mpi_runtime.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 #include "harness/platform.hpp"
 #include "harness/presets.hpp"
 #include "harness/version.hpp"

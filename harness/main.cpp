@@ -11,7 +11,7 @@
 #include "harness/bench_command.hpp"
 #include "harness/compare_command.hpp"
 #include "harness/info_command.hpp"
-#include "harness/mpi_runtime.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 #include "harness/plot_command.hpp"
 #include "harness/ref_tool.hpp"
 #include "harness/run_command.hpp"

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "harness/deadline.hpp"
+#include "impls/runtime/deadline.hpp"
 #include "harness/presets.hpp"
 
 namespace eps {

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/deadline.hpp"
+#include "impls/runtime/deadline.hpp"
 #include "harness/json_io.hpp"
 #include "reference/common/status.hpp"
 

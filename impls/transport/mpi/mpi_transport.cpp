@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/deadline.hpp"
-#include "harness/mpi_runtime.hpp"
+#include "impls/runtime/deadline.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 
 namespace eps::transport {
 namespace {

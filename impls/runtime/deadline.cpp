@@ -1,4 +1,4 @@
-#include "harness/deadline.hpp"
+#include "impls/runtime/deadline.hpp"
 
 #include <cmath>
 #include <thread>

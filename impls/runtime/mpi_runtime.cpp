@@ -1,4 +1,4 @@
-#include "harness/mpi_runtime.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 
 #include <unistd.h>
 

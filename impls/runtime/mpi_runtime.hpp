@@ -12,7 +12,7 @@
 // that every rank sees alike (bad flags) go through `agree_exit_code`, which lets the lowest failing
 // rank print once and returns the maximum code on every rank.
 //
-// Every wait has a deadline (harness/deadline.hpp): `barrier` and `alltoallv` post the non-blocking
+// Every wait has a deadline (impls/runtime/deadline.hpp): `barrier` and `alltoallv` post the non-blocking
 // collective and poll MPI_Test until the deadline; on expiry they return a kEnvironment status naming
 // the operation, the communicator size and this rank. A collective that timed out is still pending, so
 // the communicator is unusable afterwards: the caller must end the run (`fatal`).
@@ -30,7 +30,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/deadline.hpp"
+#include "impls/runtime/deadline.hpp"
 #include "reference/common/status.hpp"
 
 namespace eps {
