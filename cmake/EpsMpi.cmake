@@ -18,7 +18,28 @@ set(EPS_MPI_TEST_ENVIRONMENT
     OMPI_MCA_oob_tcp_if_include=lo
     OMPI_MCA_btl_tcp_if_include=lo
     OMPI_MCA_rmaps_base_oversubscribe=1
+    FI_TCP_IFACE=lo
     CACHE INTERNAL "Environment of every MPI test: loopback only (never a routed address)")
+
+# eps_add_mpi_run(NAME TARGET exe NP n [n2 ...] ARGS a ... [TIMEOUT s] [LABELS l ...])
+#   One more ctest entry `NAME_np<n>` per rank count for an executable made by eps_add_mpi_test, run with
+#   ARGS (e.g. one transport variant of a conformance suite), same environment and labels scheme.
+function(eps_add_mpi_run name)
+  cmake_parse_arguments(ARG "" "TARGET;TIMEOUT" "NP;ARGS;LABELS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  foreach(np IN LISTS ARG_NP)
+    add_test(NAME ${name}_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --map-by :OVERSUBSCRIBE
+                     $<TARGET_FILE:${ARG_TARGET}> ${ARG_ARGS})
+    set_tests_properties(${name}_np${np} PROPERTIES
+      TIMEOUT ${ARG_TIMEOUT}
+      LABELS "mpi;np${np};${ARG_LABELS}"
+      ENVIRONMENT "${EPS_MPI_TEST_ENVIRONMENT}"
+      PROCESSORS ${np})
+  endforeach()
+endfunction()
 
 function(eps_add_mpi_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "NP;SOURCES;DEPS;LABELS" ${ARGN})

@@ -146,7 +146,43 @@ static std::vector<std::string>& transport_selection() {
 const std::vector<std::string>& selected_transports() { return transport_selection(); }
 void set_selected_transports(std::vector<std::string> names) { transport_selection() = std::move(names); }
 
-SuiteCommand::SuiteCommand() : params_(Params::from_catalog({"strict", "timeout", "transport"})) {}
+static FabricSelection& fabric_selection_storage() {
+  static FabricSelection selection;
+  return selection;
+}
+const FabricSelection& fabric_selection() { return fabric_selection_storage(); }
+void set_fabric_selection(FabricSelection selection) { fabric_selection_storage() = std::move(selection); }
+
+void apply_fabric_selection(transport::TransportConfig& config) {
+  const FabricSelection& f = fabric_selection();
+  config.fabric = f.fabric;
+  config.signal = f.signal;
+  config.chaos = f.chaos;
+  config.allow_unsafe = f.allow_unsafe;
+}
+
+Status preflight_transports(double timeout_seconds) {
+  for (const std::string& name : selected_transports()) {
+    transport::TransportConfig config;
+    config.num_experts = 2 * mpi::size();
+    config.top_k = 2;
+    config.hidden = 128;
+    config.max_tokens_per_rank = 4;
+    config.timeout_seconds = timeout_seconds;
+    apply_fabric_selection(config);
+    Result<std::unique_ptr<transport::Transport>> made = transport::make_transport(name, config);
+    if (made.ok()) continue;
+    if (made.status().code() != StatusCode::kEnvironment) {
+      return Status(made.status().code(), fmt::format("--transport {}: {}", name, made.status().message()));
+    }
+    mpi::root_print("# {}: cannot run here, its tests will be skipped: {}\n", name, made.status().message());
+  }
+  return Status();
+}
+
+SuiteCommand::SuiteCommand()
+    : params_(Params::from_catalog(
+          {"strict", "timeout", "transport", "fabric", "signal", "chaos", "allow-unsafe"})) {}
 
 void SuiteCommand::bind(CLI::App& app) {
   params_->bind(app);
@@ -187,6 +223,10 @@ int SuiteCommand::run(CLI::App& app) {
   set_strict(params_->enabled("strict"));
   set_timeout_seconds(timeout);
   set_selected_transports(std::move(transports).value());
+  set_fabric_selection({params_->string("fabric"), params_->string("signal"), params_->string("chaos"),
+                        params_->enabled("allow-unsafe")});
+  const int usable = mpi::agree_exit_code(preflight_transports(timeout), Deadline(timeout));
+  if (usable != 0) return mpi::finalize(usable, Deadline(timeout));
   mpi::root_print("# epsuite {} (git {}) conformance suite on {} ranks\n{}#\n", kSuiteVersion, kGitSha,
                   mpi::size(), params_->header_block());
   return mpi::finalize(run_tests(gtest_flags), Deadline(timeout));

@@ -25,9 +25,10 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/params.hpp"
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
-#include "harness/params.hpp"
+#include "impls/transport/transport.hpp"
 
 namespace CLI {
 class App;
@@ -63,6 +64,23 @@ inline Deadline test_deadline() { return Deadline(timeout_seconds()); }
 // (conformance/transport) instantiates its cases for ("all" until set).
 const std::vector<std::string>& selected_transports();
 void set_selected_transports(std::vector<std::string> names);
+
+// --fabric, --signal, --chaos, --allow-unsafe of this run: what fabric transports (direct) are created with.
+struct FabricSelection {
+  std::string fabric = "shm";
+  std::string signal = "auto";
+  std::string chaos;
+  bool allow_unsafe = false;
+};
+const FabricSelection& fabric_selection();
+void set_fabric_selection(FabricSelection selection);
+// Applies the selection to a transport configuration.
+void apply_fabric_selection(transport::TransportConfig& config);
+// Collective: creates every selected transport once at a small shape, so that an invalid combination
+// (an unknown fabric, a bad --chaos, fabric-order on an unordered fabric without --allow-unsafe) is refused
+// before any test runs (kInvalidArgument). A transport that cannot run here (kEnvironment) is reported on
+// rank 0 and left for the tests to skip.
+Status preflight_transports(double timeout_seconds);
 
 // Runs every registered test with `gtest_flags` (each "--gtest_..."); MPI must be initialized. Returns
 // this rank's result (0 passed, 1 failed); combine ranks with mpi::finalize.

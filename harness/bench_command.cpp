@@ -9,12 +9,15 @@
 #include <CLI/CLI.hpp>
 
 #include "conformance/transport/problem.hpp"
-#include "impls/runtime/mpi_runtime.hpp"
+#include "harness/bench_fabric.hpp"
 #include "harness/platform.hpp"
 #include "harness/presets.hpp"
 #include "harness/results.hpp"
 #include "harness/table.hpp"
 #include "harness/version.hpp"
+#include "impls/fabric/chaos/chaos_fabric.hpp"
+#include "impls/fabric/fabric_registry.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 #include "impls/transport/registry.hpp"
 #include "reference/data/workload.hpp"
 #include "reference/dispatch/byte_accounting.hpp"
@@ -47,6 +50,10 @@ struct BenchPlan {
   std::string workload;
   std::uint64_t seed = 0;
   double timeout = kDefaultTimeoutSeconds;
+  std::string fabric;  // SPEC 6: for transports that move data over a fabric
+  std::string signal;
+  std::string chaos;
+  bool allow_unsafe = false;
 };
 
 ProblemShape shape_for(const BenchPlan& plan, int tokens) {
@@ -109,6 +116,26 @@ Status check_workload(const BenchPlan& plan) {
   return Status();
 }
 
+// The fabric flags are checked here even for transports that ignore them: a typo must not pass silently.
+Status check_fabric_flags(const Params& p, BenchPlan& plan) {
+  for (std::string_view name : {"sizes", "window"}) {
+    if (p.source(name) == ParamSource::kFlag) {
+      return invalid_argument(fmt::format("--{}", name), "is a flag of 'bench fabric', not of 'bench {}'",
+                              plan.op);
+    }
+  }
+  plan.fabric = p.string("fabric");
+  plan.signal = p.string("signal");
+  plan.chaos = p.string("chaos");
+  plan.allow_unsafe = p.enabled("allow-unsafe");
+  if (fabric::fabric_registry().find(plan.fabric, nullptr) == nullptr) {
+    return invalid_argument("--fabric", "unknown fabric '{}'; registered: {}", plan.fabric,
+                            fmt::join(fabric::fabric_registry().names(), ", "));
+  }
+  if (!plan.chaos.empty()) EPS_RETURN_IF_ERROR(fabric::parse_chaos(plan.chaos).status());
+  return Status();
+}
+
 int ranks_on_first_host(const Platform& platform) {
   return static_cast<int>(
       std::count_if(platform.ranks.begin(), platform.ranks.end(),
@@ -132,6 +159,7 @@ Result<BenchPlan> make_plan(const Params& p, const std::string& op, const Platfo
   EPS_RETURN_IF_ERROR(choose_contract(p, plan));
   EPS_RETURN_IF_ERROR(check_tokens(p, plan));
   EPS_RETURN_IF_ERROR(check_workload(plan));
+  EPS_RETURN_IF_ERROR(check_fabric_flags(p, plan));
   if (p.string("json") == "-") {
     return invalid_argument("--json",
                             "bench writes its results to a file (the table goes to stdout); '-' is not "
@@ -189,35 +217,6 @@ dispatch::Traffic received(const BenchPlan& plan, const dispatch::DispatchPlan& 
   return {d.algo + c.algo, d.physical + c.physical};
 }
 
-Result<std::vector<double>> gather_times(const std::vector<double>& local, const Deadline& deadline) {
-  std::vector<double> all(local.size() * static_cast<std::size_t>(mpi::size()));
-  MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Iallgather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(),
-                                         static_cast<int>(local.size()), MPI_DOUBLE, MPI_COMM_WORLD,
-                                         &request));
-  EPS_RETURN_IF_ERROR(mpi::wait(&request, deadline, [] {
-    return fmt::format("MPI_Iallgather of bench times over {} ranks (rank {})", mpi::size(), mpi::rank());
-  }));
-  return all;
-}
-
-// Per-iteration max over ranks, and the rank with the largest median (lowest rank on ties).
-void reduce_times(const std::vector<double>& all, int iters, Point& point) {
-  point.times_us.assign(static_cast<std::size_t>(iters), 0.0);
-  double worst_median = -1.0;
-  for (int r = 0; r < mpi::size(); ++r) {
-    std::vector<double> mine(all.begin() + static_cast<std::ptrdiff_t>(r) * iters,
-                             all.begin() + static_cast<std::ptrdiff_t>(r + 1) * iters);
-    for (int i = 0; i < iters; ++i) point.times_us[i] = std::max(point.times_us[i], mine[i]);
-    std::sort(mine.begin(), mine.end());
-    const double median = nearest_rank_percentile(mine, 50);
-    if (median > worst_median) {
-      worst_median = median;
-      point.slowest_rank = r;
-    }
-  }
-}
-
 Result<CheckOutcome> check_outputs(const BenchPlan& plan, const Workspace& w, const transport::Transport& t,
                                    const Deadline& deadline) {
   const int rank = mpi::rank();
@@ -255,8 +254,9 @@ Result<Point> measure(transport::Transport& t, const BenchPlan& plan, int tokens
     local[i] = (MPI_Wtime() - start) * 1e6;
   }
   Point point;
-  EPS_ASSIGN_OR_RETURN(std::vector<double> all, gather_times(local, Deadline(plan.timeout)));
-  reduce_times(all, plan.iters, point);
+  EPS_ASSIGN_OR_RETURN(RankTimes times, max_over_ranks(local, Deadline(plan.timeout)));
+  point.times_us = std::move(times.times_us);
+  point.slowest_rank = times.slowest_rank;
   point.traffic = received(plan, w.problem.plan(), point.slowest_rank);
   if (plan.check) {
     EPS_ASSIGN_OR_RETURN(point.check, check_outputs(plan, w, t, Deadline(plan.timeout)));
@@ -357,7 +357,42 @@ bool bench_transport(transport::Transport& t, const BenchPlan& plan, const Param
   return passed;
 }
 
+transport::TransportConfig transport_config(const BenchPlan& plan, double timeout) {
+  transport::TransportConfig config = conformance::transport_config(shape_for(plan, 0), timeout);
+  config.fabric = plan.fabric;
+  config.signal = plan.signal;
+  config.chaos = plan.chaos;
+  config.allow_unsafe = plan.allow_unsafe;
+  return config;
+}
+
 }  // namespace
+
+Result<RankTimes> max_over_ranks(const std::vector<double>& local, const Deadline& deadline) {
+  const auto iters = static_cast<std::ptrdiff_t>(local.size());
+  std::vector<double> all(local.size() * static_cast<std::size_t>(mpi::size()));
+  MPI_Request request = MPI_REQUEST_NULL;
+  EPS_MPI_RETURN_IF_ERROR(MPI_Iallgather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(),
+                                         static_cast<int>(local.size()), MPI_DOUBLE, MPI_COMM_WORLD,
+                                         &request));
+  EPS_RETURN_IF_ERROR(mpi::wait(&request, deadline, [] {
+    return fmt::format("MPI_Iallgather of bench times over {} ranks (rank {})", mpi::size(), mpi::rank());
+  }));
+  RankTimes out;
+  out.times_us.assign(local.size(), 0.0);
+  double worst_median = -1.0;
+  for (int r = 0; r < mpi::size(); ++r) {
+    std::vector<double> mine(all.begin() + r * iters, all.begin() + (r + 1) * iters);
+    for (std::size_t i = 0; i < mine.size(); ++i) out.times_us[i] = std::max(out.times_us[i], mine[i]);
+    std::sort(mine.begin(), mine.end());
+    const double median = nearest_rank_percentile(mine, 50);
+    if (median > worst_median) {
+      worst_median = median;
+      out.slowest_rank = r;
+    }
+  }
+  return out;
+}
 
 std::vector<ParamSpec> bench_param_specs() {
   std::vector<ParamSpec> s;
@@ -422,12 +457,14 @@ std::vector<ParamSpec> bench_param_specs() {
                .help = "Seed of routing and payloads (SPEC 2.1)",
                .int_min = 0,
                .int_max = std::int64_t{1} << 62});
+  for (ParamSpec& spec : bench_fabric_param_specs()) s.push_back(std::move(spec));
   return s;
 }
 
 std::vector<ParamSpec> bench_command_specs() {
   std::vector<ParamSpec> specs;
-  for (std::string_view name : {"transport", "preset", "tokens", "ranks-per-node", "json", "timeout"}) {
+  for (std::string_view name : {"transport", "preset", "tokens", "ranks-per-node", "json", "timeout",
+                                "fabric", "signal", "chaos", "allow-unsafe"}) {
     specs.push_back(param_spec(name));
   }
   for (ParamSpec& s : bench_param_specs()) specs.push_back(std::move(s));
@@ -437,9 +474,12 @@ std::vector<ParamSpec> bench_command_specs() {
 BenchCommand::BenchCommand() : params_(std::make_unique<Params>(bench_command_specs())) {}
 
 void BenchCommand::bind(CLI::App& app) {
-  app.add_option("op", op_, "What to time: dispatch, combine (of a dispatch made once) or roundtrip")
+  app.add_option(
+         "op", op_,
+         "What to time: dispatch, combine (of a dispatch made once), roundtrip, or fabric (raw puts of "
+         "--fabric against a shared-memory copy)")
       ->required()
-      ->check(CLI::IsMember({"dispatch", "combine", "roundtrip"}));
+      ->check(CLI::IsMember({"dispatch", "combine", "roundtrip", "fabric"}));
   params_->bind(app);
   app.add_option("--tag", tags_,
                  "User tag key=value stored under platform.tags of the results (repeatable; not part of the "
@@ -449,7 +489,11 @@ void BenchCommand::bind(CLI::App& app) {
       "rank), "
       "p50/p99 time in us (max over ranks per iteration, MPI_Wtime), algo and physical GB/s, slowest rank, "
       "#wrong "
-      "(with -c). Exit codes (SPEC 10): 0 ok, 1 -c found wrong results, 2 bad input, 3 environment.");
+      "(with -c). --fabric/--signal/--chaos/--allow-unsafe configure transports that move data over a "
+      "fabric. "
+      "'bench fabric --fabric NAME' prints per message size (--sizes) put GB/s (a --window of puts), put "
+      "latency (half a ping-pong) and the GB/s of a shared-memory memcpy of the same bytes. Exit codes (SPEC "
+      "10): 0 ok, 1 -c found wrong results, 2 bad input, 3 environment.");
 }
 
 int BenchCommand::run(const std::vector<std::string>& argv) {
@@ -467,6 +511,7 @@ int BenchCommand::run(const std::vector<std::string>& argv) {
 
 int run_bench(const Params& params, const std::string& op, const Platform& platform,
               const std::vector<std::string>& argv) {
+  if (op == "fabric") return run_bench_fabric(params, platform, argv);
   const double timeout = params.number("timeout");
   Status status;
   Result<BenchPlan> plan = make_plan(params, op, platform);
@@ -476,7 +521,7 @@ int run_bench(const Params& params, const std::string& op, const Platform& platf
   std::vector<std::unique_ptr<transport::Transport>> transports;
   for (const std::string& name : plan->transports) {
     Result<std::unique_ptr<transport::Transport>> t =
-        transport::make_transport(name, conformance::transport_config(shape_for(*plan, 0), timeout));
+        transport::make_transport(name, transport_config(*plan, timeout));
     code = mpi::agree_exit_code(t.status(), Deadline(timeout));
     if (code != 0) return code;
     transports.push_back(std::move(t).value());

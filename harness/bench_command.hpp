@@ -1,6 +1,7 @@
 // `epsuite bench dispatch|combine|roundtrip`: measures a transport (impls/transport) on a preset's shapes
 // and prints an nccl-tests-style `#` table (harness/table.hpp); `--json FILE` writes SPEC 9.1 results
-// (harness/results.hpp) after every measured point.
+// (harness/results.hpp) after every measured point. `epsuite bench fabric` measures a fabric's raw puts
+// instead (harness/bench_fabric.hpp).
 //
 // Per transport (--transport: 'all' or a list) and per swept token count T (every rank has T tokens;
 // --tokens, else the preset's sweep), with routing from a seeded workload generator (--workload) and
@@ -20,16 +21,26 @@
 // checks the last iteration's outputs on every rank bit-exactly against reference/dispatch (#wrong =
 // mismatching elements summed over ranks; exit 1 when any).
 //
+// Fabrics (SPEC 6): --fabric, --signal, --chaos and --allow-unsafe go into every transport's
+// TransportConfig (transports that move no data over a fabric ignore them) and are echoed in the table's
+// `#` block and the JSON config. A transport factory's kInvalidArgument (e.g. fabric-order signalling on an
+// unordered fabric without --allow-unsafe) exits 2 with its message, its kEnvironment (the fabric cannot
+// run here) exits 3.
+//
 // Bad input is refused before anything runs or is written (exit 2, one message naming the flag): an
-// unknown preset or transport or workload, a flag out of range, a swept T above T_max (--max-tokens), a
-// hidden size that is not a multiple of 128 with fp8, a rank count the preset cannot use.
+// unknown preset or transport or workload or fabric, a malformed --chaos, a flag out of range, a swept T
+// above T_max (--max-tokens), a hidden size that is not a multiple of 128 with fp8, a rank count the
+// preset cannot use, a flag of `bench fabric` (--sizes, --window).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "harness/params.hpp"
 #include "harness/platform.hpp"
+#include "impls/runtime/deadline.hpp"
+#include "reference/common/status.hpp"
 
 namespace CLI {
 class App;
@@ -44,10 +55,21 @@ std::vector<ParamSpec> bench_param_specs();
 // Every parameter of `epsuite bench`: bench_param_specs() plus the suite-wide ones.
 std::vector<ParamSpec> bench_command_specs();
 
+// The timing rule every bench op shares (ARCHITECTURE.md rule 7): every rank's per-iteration times
+// (`local`, the same count on every rank) are gathered over MPI_COMM_WORLD within `deadline`;
+// times_us[i] = the maximum over ranks of iteration i; slowest_rank = the rank with the largest median
+// (nearest rank), the lowest such rank on ties. Collective.
+struct RankTimes {
+  std::vector<double> times_us;
+  int slowest_rank = 0;
+};
+Result<RankTimes> max_over_ranks(const std::vector<double>& local, const Deadline& deadline);
+
 // Measures `op` ("dispatch", "combine" or "roundtrip") with resolved `params` (bench_command_specs())
-// on every selected transport: prints the table on rank 0 and writes --json when set. MPI must be
-// initialized and `platform` discovered; MPI stays initialized. Returns the exit code agreed over ranks
-// (0 ok, 1 -c found wrong results, 2 bad input); environment failures end the job (SPEC 10).
+// on every selected transport, or the fabric for op "fabric" (run_bench_fabric): prints the table on
+// rank 0 and writes --json when set. MPI must be initialized and `platform` discovered; MPI stays
+// initialized. Returns the exit code agreed over ranks (0 ok, 1 -c found wrong results, 2 bad input,
+// 3 a transport or fabric that cannot run here); failures while measuring end the job (SPEC 10).
 int run_bench(const Params& params, const std::string& op, const Platform& platform,
               const std::vector<std::string>& argv);
 

@@ -1,8 +1,8 @@
 #include "harness/command_start.hpp"
 
+#include "harness/platform.hpp"
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
-#include "harness/platform.hpp"
 
 namespace eps {
 

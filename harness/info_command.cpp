@@ -10,10 +10,10 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
-#include "impls/runtime/mpi_runtime.hpp"
 #include "harness/platform.hpp"
 #include "harness/presets.hpp"
 #include "harness/version.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 
 namespace eps {
 namespace {

@@ -11,11 +11,11 @@
 #include "harness/bench_command.hpp"
 #include "harness/compare_command.hpp"
 #include "harness/info_command.hpp"
-#include "impls/runtime/mpi_runtime.hpp"
 #include "harness/plot_command.hpp"
 #include "harness/ref_tool.hpp"
 #include "harness/run_command.hpp"
 #include "harness/version.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 
 namespace {
 

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "impls/runtime/deadline.hpp"
 #include "harness/presets.hpp"
+#include "impls/runtime/deadline.hpp"
 
 namespace eps {
 namespace {
@@ -59,6 +59,26 @@ std::vector<ParamSpec> make_catalog() {
                .help =
                    "Transports to run: 'all' (every registered one) or a comma-separated list of registered "
                    "names (impls/transport/registry.hpp)"});
+  c.push_back({.name = "fabric",
+               .kind = ParamKind::kString,
+               .default_text = "shm",
+               .help = "Fabric of the transports that use one (direct): shm, libfabric:shm, libfabric:tcp, "
+                       "libfabric:efa, libfabric:verbs, verbs:rc, verbs:efa (impls/fabric, SPEC 6.1)"});
+  c.push_back({.name = "signal",
+               .kind = ParamKind::kChoice,
+               .default_text = "auto",
+               .help = "Signal strategy (SPEC 6.2); auto = fabric-order on ordered fabrics, else imm-seq",
+               .choices = {"auto", "fabric-order", "imm-seq", "recv-count", "sender-barrier"}});
+  c.push_back({.name = "chaos",
+               .kind = ParamKind::kString,
+               .default_text = "",
+               .help = "Wrap the fabric in the chaos decorator (SPEC 6.3): seed=S[,window=W,split=B,delay=D,"
+                       "empty=P,backpressure=P]; empty = off"});
+  c.push_back({.name = "allow-unsafe",
+               .kind = ParamKind::kSwitch,
+               .default_text = "false",
+               .help = "Allow fabric-order signalling on an unordered fabric (the negative control: results "
+                       "are expected to be wrong)"});
   return c;
 }
 

@@ -1,9 +1,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "impls/runtime/mpi_runtime.hpp"
 #include "harness/platform.hpp"
 #include "harness/platform_probe.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 
 namespace eps {
 namespace {

@@ -11,11 +11,11 @@
 #include "harness/bench_command.hpp"
 #include "harness/command_start.hpp"
 #include "harness/json_io.hpp"
-#include "impls/runtime/mpi_runtime.hpp"
 #include "harness/platform.hpp"
 #include "harness/plot_command.hpp"
 #include "harness/presets.hpp"
 #include "harness/version.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 #include "impls/transport/registry.hpp"
 
 namespace eps {

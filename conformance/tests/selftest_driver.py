@@ -136,6 +136,30 @@ class Driver:
         self.expect(p.returncode == 0 and p.stdout.count("--strict") == 1 and "--gtest_filter" in p.stdout
                     and "EPSUITE_TIMEOUT" in p.stdout, "check --help: printed once, every flag explained", p)
 
+    # Issue 5 / SPEC 6.2-6.3 from the command line: the negative control (fabric-order trusted on the
+    # chaos fabric) must be caught (exit 1); unsafe or malformed fabric choices are refused once (exit 2);
+    # a safe strategy under chaos passes.
+    def fabric_cli(self):
+        check = [self.args.epsuite, "check", "--transport", "direct", "--timeout", "30"]
+        p = self.run(2, *check, "--fabric", "libfabric:shm", "--signal", "fabric-order", "--chaos", "seed=1",
+                     "--allow-unsafe", timeout=300)
+        self.expect(p.returncode == 1 and "FAILED" in p.stdout,
+                    f"negative control: exit {p.returncode}, expected 1 (the chaos fabric must break "
+                    "fabric-order)", p)
+        p = self.run(2, *check, "--fabric", "libfabric:shm", "--signal", "fabric-order", "--chaos", "seed=1")
+        self.expect(p.returncode == 2 and "fabric-order needs an ordered fabric" in p.stderr
+                    and "--allow-unsafe" in p.stderr and p.stderr.count("epsuite: error") == 1,
+                    "fabric-order on chaos without --allow-unsafe must exit 2 once", p)
+        p = self.run(2, *check, "--fabric", "carrier-pigeon")
+        self.expect(p.returncode == 2 and "unknown fabric 'carrier-pigeon'; registered: shm" in p.stderr,
+                    "an unknown --fabric must exit 2 listing the registered ones", p)
+        p = self.run(2, *check, "--chaos", "window=3")
+        self.expect(p.returncode == 2 and "--chaos" in p.stderr and "seed" in p.stderr,
+                    "a --chaos without seed must exit 2 naming it", p)
+        p = self.run(3, *check, "--fabric", "shm", "--signal", "imm-seq", "--chaos", "seed=5",
+                     "--gtest_filter=*_ll_*", timeout=300)
+        self.expect(p.returncode == 0 and "PASSED" in p.stdout, "imm-seq under chaos must pass", p)
+
     # `epsuite info`: # block and JSON; presets refused with exit 2 when the rank count does not fit.
     def info_cli(self):
         out = self.path("info.json")
@@ -170,7 +194,7 @@ class Driver:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("case", choices=["rerun-failure", "skip-and-strict", "timeout-aborts", "check-cli",
-                                         "info-cli"])
+                                         "info-cli", "fabric-cli"])
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--selftest", required=True)
     parser.add_argument("--epsuite", required=True)

@@ -73,9 +73,18 @@ std::vector<Case> cases(bool every_workload) {
   return out;
 }
 
+// With the run's --fabric/--signal/--chaos (fabric transports); the others ignore them.
 Result<std::unique_ptr<transport::Transport>> make(const std::string& name, const ProblemShape& shape) {
-  return transport::make_transport(name, transport_config(shape, timeout_seconds()));
+  transport::TransportConfig config = transport_config(shape, timeout_seconds());
+  apply_fabric_selection(config);
+  return transport::make_transport(name, config);
 }
+
+// A transport whose fabric cannot run here (kEnvironment at creation) is skipped, not failed.
+#define EPS_MAKE_OR_SKIP(made)                                                       \
+  EPS_SKIP_UNLESS((made).ok() || (made).status().code() != StatusCode::kEnvironment, \
+                  (made).status().message());                                        \
+  EPS_ASSERT_OK((made).status())
 
 // Skips (or fails under --strict) a case whose contract the transport does not declare.
 #define EPS_SKIP_UNLESS_DECLARED(caps, c)                                                                \
@@ -146,7 +155,7 @@ TEST_P(TransportContract, DispatchCombineAndCachedDispatch) {
   const Case& c = GetParam();
   const ProblemShape shape = default_shape(mpi::size(), c.workload, c.dtype);
   Result<std::unique_ptr<transport::Transport>> made = make(c.transport, shape);
-  EPS_ASSERT_OK(made.status());
+  EPS_MAKE_OR_SKIP(made);
   transport::Transport& t = **made;
   EPS_SKIP_UNLESS_DECLARED(t.capabilities(), c);
   const bool ordered = t.capabilities().ll_ordered;
@@ -154,7 +163,7 @@ TEST_P(TransportContract, DispatchCombineAndCachedDispatch) {
   Result<Round> round = start_round(t, c, shape, 0);
   EPS_ASSERT_OK(round.status());
   EPS_ASSERT_OK(finish_round(t, c, *round));
-  check_round(c, *round, "fresh", ordered);
+  check_round(c, *round, "fresh on " + t.describe(), ordered);
 
   EPS_SKIP_UNLESS(t.capabilities().cached_dispatch, c.transport + " declares no cached dispatch");
   Result<Problem> renewed = Problem::make(shape, c.workload, mpi::rank(), kSeed, 0, kSeed + 777);
@@ -162,7 +171,7 @@ TEST_P(TransportContract, DispatchCombineAndCachedDispatch) {
   DispatchBuffers cached(c.contract.layout, shape);
   EPS_ASSERT_OK(t.dispatch_cached(*round->handle, renewed->input(), cached.view()));
   expect_ok(check_dispatch(*renewed, mpi::rank(), cached, round->handle->num_recv_rows(), ordered),
-            "cached dispatch with new payloads");
+            "cached dispatch with new payloads on " + t.describe());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportContract, testing::ValuesIn(cases(true)), case_name);
@@ -178,7 +187,7 @@ TEST_P(TransportRobustness, BackToBackRoundsAndInterleaving) {
   shape.max_tokens = 16;
   shape.alignment = 4;  // expert-major padding and aligned counts (SPEC 5.2 / 5.3)
   Result<std::unique_ptr<transport::Transport>> made = make(c.transport, shape);
-  EPS_ASSERT_OK(made.status());
+  EPS_MAKE_OR_SKIP(made);
   transport::Transport& t = **made;
   EPS_SKIP_UNLESS_DECLARED(t.capabilities(), c);
   const bool ordered = t.capabilities().ll_ordered;
@@ -192,7 +201,7 @@ TEST_P(TransportRobustness, BackToBackRoundsAndInterleaving) {
     rounds.push_back(std::move(round).value());
   }
   for (int step = 0; step < kRounds; ++step)
-    check_round(c, rounds[step], fmt::format("round {}", step), ordered);
+    check_round(c, rounds[step], fmt::format("round {} on {}", step, t.describe()), ordered);
 
   Result<Round> a = start_round(t, c, shape, kRounds);
   EPS_ASSERT_OK(a.status());
@@ -214,7 +223,7 @@ class TransportInput : public testing::TestWithParam<std::string> {};
 TEST_P(TransportInput, RejectsMoreTokensThanTmax) {
   const ProblemShape shape = default_shape(mpi::size(), "uniform", PayloadType::kBf16);
   Result<std::unique_ptr<transport::Transport>> made = make(GetParam(), shape);
-  EPS_ASSERT_OK(made.status());
+  EPS_MAKE_OR_SKIP(made);
   const int tokens = shape.max_tokens + 1;
   std::vector<std::byte> x(static_cast<std::size_t>(tokens) * 2 * shape.hidden);
   std::vector<int> idx(static_cast<std::size_t>(tokens) * shape.top_k, -1);
@@ -231,6 +240,50 @@ TEST_P(TransportInput, RejectsMoreTokensThanTmax) {
 INSTANTIATE_TEST_SUITE_P(Transports, TransportInput, testing::ValuesIn(selected_transports()),
                          [](const testing::TestParamInfo<std::string>& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportInput);
+
+// SPEC 6.3 negative control: fabric-order signalling trusts put order, which the chaos fabric does not keep,
+// so 64 LL rounds over the selected fabric wrapped in chaos must produce wrong results that the checks
+// catch. If they all pass, the chaos fabric has lost its teeth and this test fails.
+TEST(NegativeControl, FabricOrderOnTheChaosFabricIsCaught) {
+  bool direct_selected = false;
+  for (const std::string& t : selected_transports()) direct_selected = direct_selected || t == "direct";
+  EPS_SKIP_UNLESS(direct_selected, "the direct transport is not selected");
+  EPS_SKIP_UNLESS(mpi::size() >= 2, "reordering between ranks needs at least two ranks");
+  const Case c{"direct", {Layout::kLl, CombineTree::kLlWeighted}, PayloadType::kBf16, "uniform"};
+  ProblemShape shape = default_shape(mpi::size(), c.workload, c.dtype);
+  shape.max_tokens = 16;
+  transport::TransportConfig config = transport_config(shape, timeout_seconds());
+  apply_fabric_selection(config);
+  config.signal = "fabric-order";
+  config.chaos = "seed=1";
+  config.allow_unsafe = true;
+  Result<std::unique_ptr<transport::Transport>> made = transport::make_transport("direct", config);
+  EPS_MAKE_OR_SKIP(made);
+  std::unique_ptr<transport::Transport> t = std::move(made).value();
+  const std::string described = t->describe();
+  int wrong_rounds = 0;
+  for (int step = 0; step < 64; ++step) {
+    Result<Round> round = start_round(*t, c, shape, step);
+    EPS_ASSERT_OK(round.status());
+    EPS_ASSERT_OK(finish_round(*t, c, *round));
+    const bool dispatch_ok =
+        check_dispatch(round->problem, mpi::rank(), round->buffers, round->handle->num_recv_rows(), true)
+            .ok();
+    Result<dispatch::CompareReport> combined = check_combine(round->problem, mpi::rank(), c.contract.tree,
+                                                             false, round->out, round->combined_weights);
+    EPS_ASSERT_OK(combined.status());
+    if (!dispatch_ok || !combined->ok()) ++wrong_rounds;
+  }
+  t.reset();  // teardown is collective: peers still completing late puts need this rank's progress
+  Result<std::vector<int>> all = mpi::allgather_int(wrong_rounds, MPI_COMM_WORLD, test_deadline());
+  EPS_ASSERT_OK(all.status());
+  int total = 0;
+  for (int n : *all) total += n;
+  EXPECT_GT(total, 0) << "fabric-order over " << described
+                      << " passed 64 rounds on every rank: the chaos fabric no longer reorders puts";
+  if (mpi::is_root())
+    std::printf("# negative control: %d wrong rounds over all ranks (expected > 0)\n", total);
+}
 
 }  // namespace
 }  // namespace eps::conformance

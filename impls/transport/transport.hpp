@@ -111,6 +111,11 @@ struct TransportConfig {
   int expert_alignment = 1;  // SPEC 5.2 / 5.3
   int ranks_per_node = 1;    // emulated node size of ht-two-level; divides R
   double timeout_seconds = 60.0;
+  // Transports that move data over a Fabric (direct, proxy) use these; the others ignore them.
+  std::string fabric = "shm";   // --fabric: a registered fabric name (impls/fabric/fabric_registry.hpp)
+  std::string signal = "auto";  // --signal: fabric-order, imm-seq, recv-count, sender-barrier or auto
+  std::string chaos;            // --chaos spec; empty = no chaos decorator
+  bool allow_unsafe = false;  // --allow-unsafe: permit fabric-order on an unordered fabric (negative control)
 };
 
 struct DispatchInput {
@@ -161,6 +166,9 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual std::string_view name() const = 0;
+  // One line for headers and failure messages: the name plus what a replay needs (a fabric transport adds
+  // its fabric, signal strategy and the chaos replay string).
+  virtual std::string describe() const { return std::string(name()); }
   virtual const Capabilities& capabilities() const = 0;
   virtual const TransportConfig& config() const = 0;
 

@@ -10,6 +10,7 @@
 
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
+#include "impls/transport/transport_common.hpp"
 
 namespace eps::transport {
 namespace {
@@ -92,23 +93,15 @@ class MpiTransport final : public Transport {
   MPI_Datatype record_type(Layout layout) const {
     return layout == Layout::kHtRankMajor ? rank_type_ : slot_type_;
   }
-  Status check_input(const DispatchInput& input, bool need_routing) const;
-  Status check_output(Layout layout, const DispatchOutput& output) const;
   Result<const MpiHandle*> own(const DispatchHandle& handle) const;
 
   void plan_sends(MpiHandle& h, std::vector<int>& counts_per_key) const;
-  void local_layout(MpiHandle& h) const;
   Status exchange_counts(MpiHandle& h, const std::vector<int>& counts_per_key);
   void plan_receives(MpiHandle& h) const;
   Status move_payload(const MpiHandle& h, const DispatchInput& input, const DispatchOutput& output);
   void pack(const MpiHandle& h, const DispatchInput& input, std::vector<std::byte>& send) const;
   void unpack(const MpiHandle& h, const std::vector<std::byte>& recv, const DispatchOutput& output) const;
   void write_counts(const MpiHandle& h, const DispatchOutput& output) const;
-
-  Status check_combine(const MpiHandle& h, const CombineInput& input, const CombineOutput& output) const;
-  void reduce_ht(const MpiHandle& h, const CombineInput& input, const std::vector<bf16>& back,
-                 std::span<bf16> out) const;
-  void reduce_ll(const MpiHandle& h, const std::vector<bf16>& back, std::span<bf16> out) const;
 
   TransportConfig config_;
   Capabilities caps_;
@@ -158,63 +151,6 @@ std::size_t MpiTransport::record_bytes(Layout layout) const {
   return header + row_bytes_ + 4 * static_cast<std::size_t>(num_scales_);
 }
 
-Status MpiTransport::check_input(const DispatchInput& in, bool need_routing) const {
-  const int t_max = config_.max_tokens_per_rank;
-  if (in.num_tokens < 0 || in.num_tokens > t_max) {
-    return invalid_argument("num_tokens", "must be in [0, {}] (T_max, SPEC 5.4), got {}", t_max,
-                            in.num_tokens);
-  }
-  const auto tokens = static_cast<std::size_t>(in.num_tokens);
-  if (in.x.size() != tokens * row_bytes_) {
-    return invalid_argument("x", "must hold {} bytes (T_r x row bytes), got {}", tokens * row_bytes_,
-                            in.x.size());
-  }
-  if (in.x_scales.size() != tokens * static_cast<std::size_t>(num_scales_)) {
-    return invalid_argument("x_scales", "must hold {} values, got {}", tokens * num_scales_,
-                            in.x_scales.size());
-  }
-  if (!need_routing) return Status();
-  const std::size_t slots = tokens * static_cast<std::size_t>(config_.top_k);
-  if (in.topk_idx.size() != slots || in.topk_weights.size() != slots) {
-    return invalid_argument("topk_idx",
-                            "topk_idx and topk_weights must hold T_r x K = {} values, got {} and {}", slots,
-                            in.topk_idx.size(), in.topk_weights.size());
-  }
-  for (std::size_t i = 0; i < slots; ++i) {
-    if (in.topk_idx[i] < -1 || in.topk_idx[i] >= config_.num_experts) {
-      return invalid_argument("topk_idx", "entry {} must be in [-1, {}], got {}", i, config_.num_experts - 1,
-                              in.topk_idx[i]);
-    }
-  }
-  return Status();
-}
-
-Status MpiTransport::check_output(Layout layout, const DispatchOutput& out) const {
-  const auto rows = static_cast<std::size_t>(recv_capacity_rows(layout, config_, size_));
-  const auto local = static_cast<std::size_t>(local_experts_);
-  const auto k = static_cast<std::size_t>(config_.top_k);
-  auto need = [](std::string_view field, std::size_t want, std::size_t got) -> Status {
-    if (got < want) return invalid_argument(field, "must hold at least {} elements, got {}", want, got);
-    return Status();
-  };
-  EPS_RETURN_IF_ERROR(need("recv_x", rows * row_bytes_, out.recv_x.size()));
-  EPS_RETURN_IF_ERROR(need("recv_x_scales", rows * num_scales_, out.recv_x_scales.size()));
-  switch (layout) {
-    case Layout::kHtRankMajor:
-      EPS_RETURN_IF_ERROR(need("recv_topk_idx", rows * k, out.recv_topk_idx.size()));
-      EPS_RETURN_IF_ERROR(need("recv_topk_weights", rows * k, out.recv_topk_weights.size()));
-      return need("num_recv_tokens_per_expert", local, out.num_recv_tokens_per_expert.size());
-    case Layout::kHtExpertMajor:
-      EPS_RETURN_IF_ERROR(need("recv_weights", rows, out.recv_weights.size()));
-      return need("num_recv_tokens_per_expert", local, out.num_recv_tokens_per_expert.size());
-    case Layout::kLl:
-      EPS_RETURN_IF_ERROR(need("packed_recv_count", local, out.packed_recv_count.size()));
-      EPS_RETURN_IF_ERROR(need("src_info", rows, out.src_info.size()));
-      return need("layout_range", local * size_, out.layout_range.size());
-  }
-  return Status();
-}
-
 Result<const MpiHandle*> MpiTransport::own(const DispatchHandle& handle) const {
   const auto* h = dynamic_cast<const MpiHandle*>(&handle);
   if (h == nullptr || h->owner != this) {
@@ -255,25 +191,6 @@ void MpiTransport::plan_sends(MpiHandle& h, std::vector<int>& counts_per_key) co
   }
 }
 
-// SPEC 5.1 for this rank's tokens (the rank prefix matrix needs every rank: exchange_counts).
-void MpiTransport::local_layout(MpiHandle& h) const {
-  dispatch::DispatchLayout& l = h.layout_info;
-  l.rank = rank_;
-  l.num_tokens_per_rank.assign(size_, 0);
-  l.num_tokens_per_expert.assign(config_.num_experts, 0);
-  l.is_token_in_rank.assign(static_cast<std::size_t>(h.num_tokens) * size_, 0);
-  for (int t = 0; t < h.num_tokens; ++t) {
-    for (int k = 0; k < config_.top_k; ++k) {
-      const int e = h.topk_idx[static_cast<std::size_t>(t) * config_.top_k + k];
-      if (e < 0) continue;
-      ++l.num_tokens_per_expert[e];
-      std::uint8_t& in_rank = l.is_token_in_rank[static_cast<std::size_t>(t) * size_ + e / local_experts_];
-      if (in_rank == 0) ++l.num_tokens_per_rank[e / local_experts_];
-      in_rank = 1;
-    }
-  }
-}
-
 Status MpiTransport::exchange_counts(MpiHandle& h, const std::vector<int>& counts_per_key) {
   const int per_peer = static_cast<int>(counts_per_key.size()) / size_;
   h.per_expert_count.assign(counts_per_key.size(), 0);
@@ -289,15 +206,7 @@ Status MpiTransport::exchange_counts(MpiHandle& h, const std::vector<int>& count
   EPS_RETURN_IF_ERROR(mpi::wait(&request, deadline(), [this] {
     return fmt::format("MPI_Iallgather of tokens per rank over {} ranks (rank {})", size_, rank_);
   }));
-  // [i][j] = rows j receives from ranks 0..i (SPEC 5.1).
-  std::vector<int>& prefix = h.layout_info.rank_prefix_matrix;
-  prefix.assign(all_per_rank.size(), 0);
-  for (int i = 0; i < size_; ++i) {
-    for (int j = 0; j < size_; ++j) {
-      const std::size_t at = static_cast<std::size_t>(i) * size_ + j;
-      prefix[at] = all_per_rank[at] + (i > 0 ? prefix[at - size_] : 0);
-    }
-  }
+  h.layout_info.rank_prefix_matrix = rank_prefix_matrix(size_, all_per_rank);
   Exchange& x = h.exchange;
   x.send_counts.assign(size_, 0);
   x.recv_counts.assign(size_, 0);
@@ -383,12 +292,12 @@ void MpiTransport::unpack(const MpiHandle& h, const std::vector<std::byte>& recv
     const std::byte* at = recv.data() + i * rec;
     const auto row = static_cast<std::size_t>(h.recv_row[i]);
     if (h.kind == Layout::kHtRankMajor) {
-      for (int k = 0; k < k_max; ++k) {
-        const auto e = get<std::int32_t>(at + 4 + 4 * k);
-        const bool here = e >= 0 && e / local_experts_ == rank_;
-        out.recv_topk_idx[row * k_max + k] = here ? e % local_experts_ : -1;
-        out.recv_topk_weights[row * k_max + k] = here ? get<float>(at + 4 + 4 * (k_max + k)) : 0.0f;
-      }
+      std::int32_t idx[dispatch::kMaxTopK];
+      float weights[dispatch::kMaxTopK];
+      std::memcpy(idx, at + 4, 4 * static_cast<std::size_t>(k_max));
+      std::memcpy(weights, at + 4 + 4 * k_max, 4 * static_cast<std::size_t>(k_max));
+      localize_routing(config_, size_, rank_, idx, weights, out.recv_topk_idx.data() + row * k_max,
+                       out.recv_topk_weights.data() + row * k_max);
       at += rank_major_header_bytes(k_max);
     } else {
       const auto header = get<SlotHeader>(at);
@@ -410,15 +319,7 @@ void MpiTransport::write_counts(const MpiHandle& h, const DispatchOutput& out) c
   const int local = local_experts_;
   const int align = config_.expert_alignment;
   if (h.kind == Layout::kHtRankMajor) {
-    std::vector<int> counts(local, 0);
-    for (std::size_t row = 0; row < static_cast<std::size_t>(h.num_rows); ++row) {
-      for (int k = 0; k < config_.top_k; ++k) {
-        const int l = out.recv_topk_idx[row * config_.top_k + k];
-        if (l >= 0) ++counts[l];
-      }
-    }
-    for (int l = 0; l < local; ++l)
-      out.num_recv_tokens_per_expert[l] = (counts[l] + align - 1) / align * align;
+    count_rank_major(config_, size_, h.num_rows, out);
     return;
   }
   std::int64_t segment = 0;
@@ -461,8 +362,8 @@ Status MpiTransport::move_payload(const MpiHandle& h, const DispatchInput& in, c
 
 Result<std::unique_ptr<DispatchHandle>> MpiTransport::dispatch(Layout layout, const DispatchInput& in,
                                                                const DispatchOutput& out) {
-  EPS_RETURN_IF_ERROR(check_input(in, true));
-  EPS_RETURN_IF_ERROR(check_output(layout, out));
+  EPS_RETURN_IF_ERROR(check_dispatch_input(config_, in, true));
+  EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, layout, out));
   auto h = std::make_unique<MpiHandle>();
   h->kind = layout;
   h->owner = this;
@@ -471,7 +372,7 @@ Result<std::unique_ptr<DispatchHandle>> MpiTransport::dispatch(Layout layout, co
   h->topk_weights.assign(in.topk_weights.begin(), in.topk_weights.end());
   std::vector<int> counts_per_key;
   plan_sends(*h, counts_per_key);
-  local_layout(*h);
+  h->layout_info = local_layout(config_, size_, rank_, h->num_tokens, h->topk_idx);
   EPS_RETURN_IF_ERROR(exchange_counts(*h, counts_per_key));
   plan_receives(*h);
   EPS_RETURN_IF_ERROR(move_payload(*h, in, out));
@@ -485,107 +386,14 @@ Status MpiTransport::dispatch_cached(const DispatchHandle& handle, const Dispatc
     return invalid_argument("num_tokens", "a cached dispatch must pass the handle's {} tokens, got {}",
                             h->num_tokens, in.num_tokens);
   }
-  EPS_RETURN_IF_ERROR(check_input(in, false));
-  EPS_RETURN_IF_ERROR(check_output(h->kind, out));
+  EPS_RETURN_IF_ERROR(check_dispatch_input(config_, in, false));
+  EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, h->kind, out));
   return move_payload(*h, in, out);
-}
-
-Status MpiTransport::check_combine(const MpiHandle& h, const CombineInput& in,
-                                   const CombineOutput& out) const {
-  const bool ht_tree = in.tree != CombineTree::kLlWeighted;
-  if (ht_tree != (h.kind == Layout::kHtRankMajor)) {
-    return invalid_argument("tree", "{} cannot combine a {} dispatch", tree_name(in.tree),
-                            layout_name(h.kind));
-  }
-  const auto hidden = static_cast<std::size_t>(config_.hidden);
-  const auto tokens = static_cast<std::size_t>(h.num_tokens);
-  const std::size_t rows = h.kind == Layout::kLl
-                               ? static_cast<std::size_t>(recv_capacity_rows(Layout::kLl, config_, size_))
-                               : static_cast<std::size_t>(h.num_rows);
-  if (in.x.size() < rows * hidden) {
-    return invalid_argument("x", "must hold at least {} bf16 values (rows x H), got {}", rows * hidden,
-                            in.x.size());
-  }
-  for (auto [field, bias] : {std::pair{"bias0", in.bias0}, std::pair{"bias1", in.bias1}}) {
-    if (!bias.empty() && (!ht_tree || bias.size() != tokens * hidden)) {
-      return invalid_argument(field, "must be empty or hold T_r x H = {} values on an ht tree, got {}",
-                              tokens * hidden, bias.size());
-    }
-  }
-  if (out.out.size() != tokens * hidden) {
-    return invalid_argument("out", "must hold T_r x H = {} values, got {}", tokens * hidden, out.out.size());
-  }
-  const std::size_t slots = tokens * static_cast<std::size_t>(config_.top_k);
-  if (!out.combined_weights.empty() && out.combined_weights.size() != slots) {
-    return invalid_argument("combined_weights", "must be empty or hold T_r x K = {} values, got {}", slots,
-                            out.combined_weights.size());
-  }
-  return Status();
-}
-
-// SPEC 5.5 ht-rank / ht-two-level: records from q arrive in ascending q, so adding them in arrival order
-// is the prescribed order per token.
-void MpiTransport::reduce_ht(const MpiHandle& h, const CombineInput& in, const std::vector<bf16>& back,
-                             std::span<bf16> out) const {
-  const auto hidden = static_cast<std::size_t>(config_.hidden);
-  std::vector<float> acc(static_cast<std::size_t>(h.num_tokens) * hidden);
-  for (std::size_t i = 0; i < acc.size(); ++i) {
-    const float b0 = in.bias0.empty() ? 0.0f : in.bias0[i].to_float();
-    const float b1 = in.bias1.empty() ? 0.0f : in.bias1[i].to_float();
-    acc[i] = b0 + b1;
-  }
-  const bool two_level = in.tree == CombineTree::kHtTwoLevel;
-  const int per_node = two_level ? config_.ranks_per_node : 1;
-  std::vector<float> node_acc(two_level ? acc.size() : 0, 0.0f);
-  std::vector<std::uint8_t> touched(two_level ? static_cast<std::size_t>(h.num_tokens) : 0, 0);
-  const Exchange& x = h.exchange;
-  for (int node_begin = 0; node_begin < size_; node_begin += per_node) {
-    for (int q = node_begin; q < node_begin + per_node; ++q) {
-      for (int i = x.send_displs[q]; i < x.send_displs[q] + x.send_counts[q]; ++i) {
-        const auto t = static_cast<std::size_t>(h.send_token[i]);
-        const bf16* row = back.data() + static_cast<std::size_t>(i) * hidden;
-        float* dst = two_level ? node_acc.data() + t * hidden : acc.data() + t * hidden;
-        for (std::size_t c = 0; c < hidden; ++c) dst[c] = dst[c] + row[c].to_float();
-        if (two_level) touched[t] = 1;
-      }
-    }
-    if (!two_level) continue;
-    for (std::size_t t = 0; t < touched.size(); ++t) {
-      if (touched[t] == 0) continue;
-      for (std::size_t c = 0; c < hidden; ++c) {
-        acc[t * hidden + c] = acc[t * hidden + c] + round_to_bf16(node_acc[t * hidden + c]);
-        node_acc[t * hidden + c] = 0.0f;
-      }
-      touched[t] = 0;
-    }
-  }
-  for (std::size_t i = 0; i < acc.size(); ++i) out[i] = bf16::from_float(acc[i]);
-}
-
-// SPEC 5.5 ll-weighted: per token, valid slots in ascending k.
-void MpiTransport::reduce_ll(const MpiHandle& h, const std::vector<bf16>& back, std::span<bf16> out) const {
-  const auto hidden = static_cast<std::size_t>(config_.hidden);
-  const int k_max = config_.top_k;
-  std::vector<const bf16*> slot_rows(static_cast<std::size_t>(h.num_tokens) * k_max, nullptr);
-  for (std::size_t i = 0; i < h.send_token.size(); ++i) {
-    slot_rows[static_cast<std::size_t>(h.send_token[i]) * k_max + h.send_slot[i]] = back.data() + i * hidden;
-  }
-  std::vector<float> acc(hidden);
-  for (std::size_t t = 0; t < static_cast<std::size_t>(h.num_tokens); ++t) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int k = 0; k < k_max; ++k) {
-      const bf16* y = slot_rows[t * k_max + k];
-      if (y == nullptr) continue;
-      const float w = h.topk_weights[t * k_max + k];
-      for (std::size_t c = 0; c < hidden; ++c) acc[c] = acc[c] + w * y[c].to_float();
-    }
-    for (std::size_t c = 0; c < hidden; ++c) out[t * hidden + c] = bf16::from_float(acc[c]);
-  }
 }
 
 Status MpiTransport::combine(const DispatchHandle& handle, const CombineInput& in, const CombineOutput& out) {
   EPS_ASSIGN_OR_RETURN(const MpiHandle* h, own(handle));
-  EPS_RETURN_IF_ERROR(check_combine(*h, in, out));
+  EPS_RETURN_IF_ERROR(check_combine_args(config_, size_, *h, h->num_tokens, in, out));
   const auto hidden = static_cast<std::size_t>(config_.hidden);
   // Each received row goes back to its source, in the order it arrived (the reverse exchange).
   std::vector<bf16> send(h->recv_row.size() * hidden);
@@ -597,14 +405,21 @@ Status MpiTransport::combine(const DispatchHandle& handle, const CombineInput& i
   const Exchange& x = h->exchange;
   EPS_RETURN_IF_ERROR(mpi::alltoallv(send.data(), x.recv_counts, x.recv_displs, combine_type_, back.data(),
                                      x.send_counts, x.send_displs, combine_type_, comm_, deadline()));
+  std::vector<const bf16*> rows(h->send_token.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = back.data() + i * hidden;
   if (in.tree == CombineTree::kLlWeighted) {
-    reduce_ll(*h, back, out.out);
+    const int k_max = config_.top_k;
+    std::vector<const bf16*> slot_rows(static_cast<std::size_t>(h->num_tokens) * k_max, nullptr);
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      slot_rows[static_cast<std::size_t>(h->send_token[i]) * k_max + h->send_slot[i]] = rows[i];
+    reduce_ll(config_, h->num_tokens, h->topk_weights, slot_rows, out.out);
   } else {
-    reduce_ht(*h, in, back, out.out);
+    std::vector<int> peer_begin(x.send_displs);
+    peer_begin.push_back(x.total_send());
+    reduce_ht(config_, size_, h->num_tokens, in.tree, peer_begin, h->send_token, rows, in.bias0, in.bias1,
+              out.out);
   }
-  for (std::size_t i = 0; i < out.combined_weights.size(); ++i) {
-    out.combined_weights[i] = h->topk_idx[i] >= 0 ? h->topk_weights[i] : 0.0f;
-  }
+  write_combined_weights(h->topk_idx, h->topk_weights, out.combined_weights);
   return Status();
 }
 

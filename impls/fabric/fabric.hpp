@@ -1,0 +1,114 @@
+// The Fabric interface: one-sided puts with 32-bit immediates between the ranks of an MPI communicator
+// (SPEC 6.1). Backends: libfabric/ (FI_EP_RDM + FI_RMA), verbs/ (RC write-with-immediate, EFA SRD via
+// efadv), shm/ (puts into peers' shared-memory segments) and chaos/ (a decorator that reorders, splits,
+// delays and withholds, SPEC 6.3). Each backend registers itself by name (fabric_registry.hpp).
+//
+// Contract (every backend; conformance/fabric checks it):
+//
+// Ranks and regions. A fabric spans the ranks of `FabricConfig::comm`. `allocate(bytes)` is collective:
+// every rank allocates `bytes` (the value may differ per rank) of remotely writable host memory, zero-
+// filled, and gets a Region whose `id` is the same on every rank (ids count 0, 1, 2, ... in allocation
+// order). Puts name the target memory by (region id, offset) on the peer; the local source is a
+// (region id, offset) of this rank, so that providers needing local registration (FI_MR_LOCAL, verbs
+// lkeys) always have it. Regions live as long as the fabric.
+//
+// Puts. `try_put(op)` posts one put of op.bytes from this rank's (local_region, local_offset) to the
+// peer's (remote_region, remote_offset), optionally carrying a 32-bit immediate (SPEC 6.1: at most 32
+// bits even where a provider offers more). It returns true when posted, false under backpressure (the
+// caller must poll and try again; nothing was posted), or an error: kInvalidArgument for a bad peer,
+// region, offset range or size (naming the field and its allowed range), kEnvironment for a provider
+// failure. The local source may be reused once its local completion has been returned. A put to this
+// rank itself is allowed and behaves like any other.
+//
+// Completions. `poll(out)` drives progress and returns up to out.size() completions without blocking:
+// - kLocal (one per posted put, carrying op.context): the put is complete at the target, i.e. its bytes
+//   are placed in the target's memory (delivery-complete semantics; sender-barrier relies on it, 6.2).
+// - kRemote (one per put that carried an immediate, at the target, carrying the immediate): the put's
+//   bytes are placed. Puts without an immediate produce no remote completion.
+// Callers must poll regularly, also while only waiting on memory: some providers place data only while
+// the target drives progress.
+//
+// Ordering. `ordered()` is true when puts from one initiator to one target are placed, and their remote
+// completions delivered, in issue order (verbs RC, libfabric with FI_ORDER_WAW and ordered CQ data, shm);
+// false otherwise (EFA SRD, the chaos decorator). Nothing orders puts of different initiators.
+//
+// Quiet and barrier. `quiet(deadline)` returns once every put this rank posted before the call has its
+// local completion; it counts outstanding puts (SPEC 7.2) and keeps every completion it drains for later
+// poll calls, so none is lost. `barrier(deadline)` is collective over the fabric's ranks and is itself
+// carried by the fabric (puts with reserved immediates, see kImmReservedKind); its completions never reach
+// the caller. Every wait has a deadline (SPEC 10): expiry returns kEnvironment naming what was awaited.
+//
+// Immediates whose two top bits are both set (kImmReservedKind) are reserved for the fabric's own barrier;
+// try_put refuses them from callers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "impls/runtime/deadline.hpp"
+#include "reference/common/status.hpp"
+
+namespace eps::fabric {
+
+// The largest put any fabric accepts: byte counts travel in 24-bit fields (command channel, SPEC 7.1).
+inline constexpr std::size_t kMaxPutBytes = (std::size_t{1} << 24) - 1;
+// Immediates with both top bits set are the fabric barrier's (see above).
+inline constexpr std::uint32_t kImmReservedKind = 3;
+inline constexpr int kImmKindShift = 30;
+
+struct Region {
+  int id = -1;
+  std::span<std::byte> local;  // this rank's memory of the region
+};
+
+struct PutOp {
+  int peer = 0;  // target rank in [0, size)
+  int local_region = 0;
+  std::size_t local_offset = 0;
+  int remote_region = 0;
+  std::size_t remote_offset = 0;
+  std::size_t bytes = 0;  // [0, max_put_bytes]; 0 only together with an immediate
+  std::optional<std::uint32_t> imm;
+  std::uint64_t context = 0;  // returned in the put's local completion
+};
+
+enum class CompletionKind { kLocal, kRemote };
+
+struct Completion {
+  CompletionKind kind = CompletionKind::kLocal;
+  std::uint64_t context = 0;  // kLocal: the put's context
+  std::uint32_t imm = 0;      // kRemote: the put's immediate
+};
+
+struct FabricLimits {
+  std::size_t max_put_bytes = kMaxPutBytes;
+  int max_outstanding_puts = 1024;  // posted puts without a local completion before try_put says false
+};
+
+class Fabric {
+ public:
+  virtual ~Fabric() = default;
+  // The --fabric name: "shm", "libfabric:tcp", "chaos(libfabric:shm)".
+  virtual std::string name() const = 0;
+  // One line for tables and errors: provider, version, ordering; the chaos decorator adds the replay
+  // string (--chaos seed=S,...) and its schedule id.
+  virtual std::string describe() const = 0;
+  virtual bool ordered() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual FabricLimits limits() const = 0;
+
+  virtual Result<Region> allocate(std::size_t bytes) = 0;
+  // The argument checks of try_put without posting (decorators validate before holding a put back).
+  virtual Status validate(const PutOp& op) const = 0;
+  virtual Result<bool> try_put(const PutOp& op) = 0;
+  virtual Result<std::size_t> poll(std::span<Completion> out) = 0;
+  virtual Status quiet(const Deadline& deadline) = 0;
+  virtual Status barrier(const Deadline& deadline) = 0;
+};
+
+}  // namespace eps::fabric

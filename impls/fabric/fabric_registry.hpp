@@ -1,0 +1,66 @@
+// The fabric registry: every backend registered by name (ARCHITECTURE.md, house style rule 2), and the one
+// place that turns `--fabric NAME` plus `--chaos SPEC` into a Fabric.
+//
+// A backend folder (impls/fabric/<family>/) defines `void eps_register_fabric_<family>(
+// eps::fabric::FabricRegistry&)` and declares itself in impls/fabric/CMakeLists.txt with
+// `eps_add_fabric(<family> SOURCES ...)`; CMake generates the function that calls every registration.
+// One entry registers a family and its variants: "shm" (no variant), "libfabric" with "shm", "tcp",
+// "efa", "verbs" (names "libfabric:shm", ...), "verbs" with "rc" and "efa" ("verbs:rc", "verbs:efa").
+//
+// `make_fabric` is collective over config.comm. Errors: kInvalidArgument for an unknown name ("--fabric:
+// unknown fabric 'x'; registered: shm, libfabric:shm, ...") or a bad --chaos spec; kEnvironment when the
+// fabric exists but cannot run here (no provider, no RDMA device), with a message that says why, so that
+// callers can skip it ("libfabric:efa: provider efa not available (fi_getinfo: No data available)").
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "impls/fabric/fabric.hpp"
+#include "reference/common/status.hpp"
+
+namespace eps::fabric {
+
+struct FabricConfig {
+  MPI_Comm comm = MPI_COMM_WORLD;  // the factory duplicates it
+  std::string name;                // full name, "libfabric:tcp"
+  std::string variant;             // "tcp" ("" for a family without variants)
+  double timeout_seconds = 60.0;   // every wait during setup (SPEC 10)
+};
+
+using FabricFactory = std::function<Result<std::unique_ptr<Fabric>>(const FabricConfig& config)>;
+
+struct FabricEntry {
+  std::string family;
+  std::vector<std::string> variants;  // empty: the family name alone
+  std::string summary;
+  FabricFactory factory;
+};
+
+class FabricRegistry {
+ public:
+  // A second registration of a family is a programming error (std::logic_error).
+  void add(FabricEntry entry);
+  // Every full name ("shm", "libfabric:shm", ...), in registration order.
+  std::vector<std::string> names() const;
+  const std::vector<FabricEntry>& entries() const { return entries_; }
+  // The entry and variant of a full name; nullptr when unknown.
+  const FabricEntry* find(std::string_view name, std::string* variant) const;
+
+ private:
+  std::vector<FabricEntry> entries_;
+};
+
+const FabricRegistry& fabric_registry();
+
+// Creates fabric `name`, wrapped in the chaos decorator when `chaos` is not empty (its --chaos spec,
+// impls/fabric/chaos/chaos_fabric.hpp). Collective over comm.
+Result<std::unique_ptr<Fabric>> make_fabric(std::string_view name, MPI_Comm comm, double timeout_seconds,
+                                            std::string_view chaos = {});
+
+}  // namespace eps::fabric

@@ -1,0 +1,424 @@
+#include "impls/fabric/libfabric/libfabric_fabric.hpp"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "impls/fabric/fabric_base.hpp"
+#include "impls/fabric/libfabric/fi_status.hpp"
+#include "impls/fabric/libfabric/provider.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
+
+namespace eps::fabric {
+namespace {
+
+constexpr std::size_t kCqBatch = 32;
+constexpr int kMaxBatchesPerProgress = 16;  // bounds one progress() call; the caller polls again
+constexpr std::size_t kCqSlack = 4096;      // room for remote completions from many initiators
+constexpr std::size_t kMaxReceivePool = 256;
+constexpr std::size_t kMaxOutstanding = 1 << 16;
+constexpr std::size_t kNameBytes = 256;
+constexpr std::uint64_t kImmMax = std::numeric_limits<std::uint32_t>::max();
+
+// Delivery-complete on every put that moves bytes: its local completion is the fabric.hpp kLocal promise
+// (placed at the target). A zero-byte put (immediate only) places no bytes, so "its bytes are placed"
+// holds at transmit-complete already (its immediate still reaches the target's queue after the earlier
+// puts' data on ordered providers). It has to be so: shm 1.17 never completes a zero-length
+// delivery-complete write (its segmented-copy path has nothing to copy and never answers), and the stuck
+// command then stalls every later command to that peer.
+std::uint64_t completion_flag(std::size_t bytes) {
+  return bytes > 0 ? FI_DELIVERY_COMPLETE : FI_TRANSMIT_COMPLETE;
+}
+
+template <typename T>
+void close_fid(T*& object) {
+  if (object != nullptr) fi_close(&object->fid);
+  object = nullptr;
+}
+
+// One operation's context: FI_CONTEXT / FI_CONTEXT2 providers keep scratch state in it until the
+// operation completes, so it must stay put; `provider` is first so the CQ's op_context maps back to it.
+struct OpSlot {
+  fi_context2 provider{};
+  std::uint64_t context = 0;
+  bool receive = false;
+};
+
+// A registered, page-aligned, zero-filled region and every rank's (address, key) for it.
+struct MappedRegion {
+  MappedRegion() = default;
+  MappedRegion(const MappedRegion&) = delete;
+  MappedRegion& operator=(const MappedRegion&) = delete;
+  ~MappedRegion() {
+    close_fid(mr);
+    if (base != nullptr) munmap(base, mapped);
+  }
+
+  std::byte* base = nullptr;
+  std::size_t mapped = 0;
+  fid_mr* mr = nullptr;
+  void* desc = nullptr;
+  std::uint64_t key = 0;
+  std::vector<std::uint64_t> remote_addr;  // per rank: the region's base, or 0 without FI_MR_VIRT_ADDR
+  std::vector<std::uint64_t> remote_key;
+};
+
+class LibfabricFabric final : public FabricBase {
+ public:
+  LibfabricFabric(MPI_Comm comm, const FabricConfig& config, ofi::ProviderSpec spec)
+      : FabricBase(comm, config.timeout_seconds), name_(config.name), spec_(std::move(spec)) {}
+  ~LibfabricFabric() override;
+
+  Status open();  // collective
+
+ protected:
+  Result<std::span<std::byte>> create_region(int id, std::size_t bytes) override;
+  Result<bool> post(const PutOp& op) override;
+  Status progress(std::vector<Completion>& sink) override;
+  std::string backend_name() const override { return name_; }
+  std::string backend_describe() const override { return describe_; }
+  bool backend_ordered() const override { return ordered_; }
+  FabricLimits backend_limits() const override { return limits_; }
+
+ private:
+  Status open_local();
+  Status open_objects();
+  Status check_one_host();
+  Result<std::string> endpoint_name();
+  Status insert_peers(const std::vector<std::string>& names);
+  Status agree(const Status& local, std::string_view what);
+  Result<std::unique_ptr<MappedRegion>> register_region(int id, std::size_t bytes);
+  Status exchange_region(const Status& local, MappedRegion* region);
+  Status post_receive(OpSlot& slot);
+  Status handle(const fi_cq_data_entry& entry, std::vector<Completion>& sink);
+  Status read_error();
+  OpSlot* slot_of(const void* context);
+  void release(OpSlot* slot) { free_slots_.push_back(static_cast<std::size_t>(slot - slots_.data())); }
+  Status environment(std::string message) const {
+    return Status(StatusCode::kEnvironment, fmt::format("{} (rank {}): {}", name_, rank(), message));
+  }
+
+  std::string name_;
+  ofi::ProviderSpec spec_;
+  ofi::InfoPtr info_;
+  bool ordered_ = false;
+  FabricLimits limits_;
+  std::string describe_;
+  std::string address_;  // this endpoint's name (fi_getname)
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  std::vector<fi_addr_t> peers_;
+  std::vector<std::unique_ptr<MappedRegion>> regions_;
+  std::vector<OpSlot> slots_;  // put slots first, then the receive pool; never resized after open()
+  std::vector<std::size_t> free_slots_;
+};
+
+LibfabricFabric::~LibfabricFabric() {
+  // The endpoint first so that nothing is in flight on the registrations and queues closed after it.
+  close_fid(ep_);
+  regions_.clear();
+  close_fid(av_);
+  close_fid(cq_);
+  close_fid(domain_);
+  close_fid(fabric_);
+}
+
+Status LibfabricFabric::open() {
+  if (spec_.loopback_only) EPS_RETURN_IF_ERROR(check_one_host());
+  EPS_RETURN_IF_ERROR(agree(open_local(), "provider setup"));
+  EPS_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                       mpi::allgather_string(address_, comm(), Deadline(timeout_seconds())));
+  return agree(insert_peers(names), "address vector insert");
+}
+
+// 127.0.0.1 names a different process on every host: ranks on two hosts would reach the wrong peers.
+Status LibfabricFabric::check_one_host() {
+  EPS_ASSIGN_OR_RETURN(std::vector<std::string> hosts, mpi::all_hosts(comm(), Deadline(timeout_seconds())));
+  for (const std::string& host : hosts) {
+    if (host != hosts.front()) {
+      return environment(fmt::format("{} is loopback-only (127.0.0.1) but the ranks run on hosts {} and {}",
+                                     spec_.prov_name, hosts.front(), host));
+    }
+  }
+  return Status();
+}
+
+Status LibfabricFabric::open_local() {
+  EPS_ASSIGN_OR_RETURN(ofi::SelectedProvider selected, ofi::select_provider(spec_));
+  info_ = std::move(selected.info);
+  limits_.max_put_bytes =
+      static_cast<std::size_t>(std::min<std::uint64_t>(kMaxPutBytes, info_->ep_attr->max_msg_size));
+  limits_.max_outstanding_puts =
+      static_cast<int>(std::clamp<std::size_t>(info_->tx_attr->size, 1, kMaxOutstanding));
+  ordered_ = selected.asked_ordered && ofi::waw_ordered(*info_, limits_.max_put_bytes);
+  describe_ = ofi::describe_provider(*info_, ordered_, limits_.max_put_bytes);
+  EPS_RETURN_IF_ERROR(open_objects());
+  EPS_ASSIGN_OR_RETURN(address_, endpoint_name());
+  if (spec_.loopback_only && !ofi::is_loopback(address_.data(), address_.size(), info_->addr_format)) {
+    return environment(
+        fmt::format("endpoint address is not loopback (format {}); refusing to use it", info_->addr_format));
+  }
+  const bool receives = (info_->mode & FI_RX_CQ_DATA) != 0;
+  const std::size_t pool = receives ? std::min(info_->rx_attr->size, kMaxReceivePool) : 0;
+  const auto puts = static_cast<std::size_t>(limits_.max_outstanding_puts);
+  slots_ = std::vector<OpSlot>(puts + pool);
+  for (std::size_t i = puts; i-- > 0;) free_slots_.push_back(i);
+  for (std::size_t i = puts; i < slots_.size(); ++i) {
+    slots_[i].receive = true;
+    EPS_RETURN_IF_ERROR(post_receive(slots_[i]));
+  }
+  return Status();
+}
+
+Status LibfabricFabric::open_objects() {
+  EPS_FI_RETURN_IF_ERROR(fi_fabric(info_->fabric_attr, &fabric_, nullptr));
+  EPS_FI_RETURN_IF_ERROR(fi_domain(fabric_, info_.get(), &domain_, nullptr));
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_DATA;
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  cq_attr.size = info_->tx_attr->size + info_->rx_attr->size + kCqSlack;
+  EPS_FI_RETURN_IF_ERROR(fi_cq_open(domain_, &cq_attr, &cq_, nullptr));
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  av_attr.count = static_cast<std::size_t>(size());
+  EPS_FI_RETURN_IF_ERROR(fi_av_open(domain_, &av_attr, &av_, nullptr));
+  EPS_FI_RETURN_IF_ERROR(fi_endpoint(domain_, info_.get(), &ep_, nullptr));
+  EPS_FI_RETURN_IF_ERROR(fi_ep_bind(ep_, &av_->fid, 0));
+  EPS_FI_RETURN_IF_ERROR(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV));
+  EPS_FI_RETURN_IF_ERROR(fi_enable(ep_));
+  return Status();
+}
+
+Result<std::string> LibfabricFabric::endpoint_name() {
+  std::string name(kNameBytes, '\0');
+  std::size_t length = name.size();
+  int rc = fi_getname(&ep_->fid, name.data(), &length);
+  if (rc == -FI_ETOOSMALL) {
+    name.resize(length);
+    rc = fi_getname(&ep_->fid, name.data(), &length);
+  }
+  EPS_FI_RETURN_IF_ERROR(rc);
+  name.resize(length);
+  // String addresses are inserted one at a time and must carry their terminator.
+  if (info_->addr_format == FI_ADDR_STR && (name.empty() || name.back() != '\0')) name.push_back('\0');
+  return name;
+}
+
+Status LibfabricFabric::insert_peers(const std::vector<std::string>& names) {
+  peers_.assign(names.size(), FI_ADDR_NOTAVAIL);
+  for (std::size_t r = 0; r < names.size(); ++r) {
+    const int inserted = fi_av_insert(av_, names[r].data(), 1, &peers_[r], 0, nullptr);
+    EPS_FI_RETURN_IF_ERROR(inserted);
+    if (inserted != 1 || peers_[r] == FI_ADDR_NOTAVAIL) {
+      return environment(fmt::format("fi_av_insert did not accept the address of rank {}", r));
+    }
+  }
+  return Status();
+}
+
+// Every rank learns whether every rank succeeded, so that one rank's failure never leaves the others
+// waiting in the next exchange.
+Status LibfabricFabric::agree(const Status& local, std::string_view what) {
+  EPS_ASSIGN_OR_RETURN(std::vector<int> codes,
+                       mpi::allgather_int(local.exit_code(), comm(), Deadline(timeout_seconds())));
+  if (!local.ok()) return local;
+  std::vector<int> failed;
+  for (std::size_t r = 0; r < codes.size(); ++r) {
+    if (codes[r] != 0) failed.push_back(static_cast<int>(r));
+  }
+  if (failed.empty()) return Status();
+  return environment(fmt::format("{} failed on rank(s) {} (see their error)", what, fmt::join(failed, ", ")));
+}
+
+Result<std::span<std::byte>> LibfabricFabric::create_region(int id, std::size_t bytes) {
+  Result<std::unique_ptr<MappedRegion>> region = register_region(id, bytes);
+  EPS_RETURN_IF_ERROR(exchange_region(region.status(), region.ok() ? region->get() : nullptr));
+  regions_.push_back(std::move(*region));
+  return std::span<std::byte>(regions_.back()->base, bytes);
+}
+
+Result<std::unique_ptr<MappedRegion>> LibfabricFabric::register_region(int id, std::size_t bytes) {
+  if (static_cast<std::size_t>(id) != regions_.size()) {
+    return environment(fmt::format("region {} created out of order (expected {})", id, regions_.size()));
+  }
+  auto region = std::make_unique<MappedRegion>();
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  region->mapped = std::max<std::size_t>(1, (bytes + page - 1) / page) * page;
+  void* base = mmap(nullptr, region->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) {
+    return environment(fmt::format("mmap of {} bytes for region {} failed", region->mapped, id));
+  }
+  region->base = static_cast<std::byte*>(base);
+  EPS_FI_RETURN_IF_ERROR(fi_mr_reg(domain_, region->base, region->mapped, FI_WRITE | FI_REMOTE_WRITE, 0,
+                                   static_cast<std::uint64_t>(id), 0, &region->mr, nullptr));
+  if ((info_->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0) {
+    EPS_FI_RETURN_IF_ERROR(fi_mr_bind(region->mr, &ep_->fid, 0));
+    EPS_FI_RETURN_IF_ERROR(fi_mr_enable(region->mr));
+  }
+  region->key = fi_mr_key(region->mr);
+  if (region->key == FI_KEY_NOTAVAIL) return environment(fmt::format("fi_mr_key: no key for region {}", id));
+  region->desc = fi_mr_desc(region->mr);
+  return region;
+}
+
+// (ok, address, key) from every rank: the peers learn the region and whether everyone registered it.
+Status LibfabricFabric::exchange_region(const Status& local, MappedRegion* region) {
+  const bool virt = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+  const std::uint64_t mine[3] = {
+      local.ok() ? 1u : 0u, region != nullptr && virt ? reinterpret_cast<std::uintptr_t>(region->base) : 0,
+      region != nullptr ? region->key : 0};
+  std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(size()), 0);
+  MPI_Request request = MPI_REQUEST_NULL;
+  EPS_MPI_RETURN_IF_ERROR(
+      MPI_Iallgather(mine, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, comm(), &request));
+  EPS_RETURN_IF_ERROR(mpi::wait(&request, Deadline(timeout_seconds()), [this] {
+    return fmt::format("{} region {} keys from {} ranks (rank {})", name_, regions_.size(), size(), rank());
+  }));
+  if (!local.ok()) return local;
+  std::vector<int> failed;
+  for (int r = 0; r < size(); ++r) {
+    const std::size_t at = 3 * static_cast<std::size_t>(r);
+    if (all[at] == 0) failed.push_back(r);
+    region->remote_addr.push_back(all[at + 1]);
+    region->remote_key.push_back(all[at + 2]);
+  }
+  if (failed.empty()) return Status();
+  return environment(fmt::format("registering region {} failed on rank(s) {} (see their error)",
+                                 regions_.size(), fmt::join(failed, ", ")));
+}
+
+Result<bool> LibfabricFabric::post(const PutOp& op) {
+  if (free_slots_.empty()) return false;
+  OpSlot& slot = slots_[free_slots_.back()];
+  free_slots_.pop_back();
+  slot.context = op.context;
+  const MappedRegion& local = *regions_[static_cast<std::size_t>(op.local_region)];
+  const MappedRegion& remote = *regions_[static_cast<std::size_t>(op.remote_region)];
+  const auto peer = static_cast<std::size_t>(op.peer);
+  iovec iov{local.base + op.local_offset, op.bytes};
+  void* desc = local.desc;
+  fi_rma_iov rma{remote.remote_addr[peer] + op.remote_offset, op.bytes, remote.remote_key[peer]};
+  fi_msg_rma msg{};
+  msg.msg_iov = &iov;
+  msg.desc = &desc;
+  msg.iov_count = 1;
+  msg.addr = peers_[peer];
+  msg.rma_iov = &rma;
+  msg.rma_iov_count = 1;
+  msg.context = &slot.provider;
+  msg.data = op.imm.value_or(0);
+  const std::uint64_t flags = completion_flag(op.bytes) | FI_COMPLETION | (op.imm ? FI_REMOTE_CQ_DATA : 0);
+  const ssize_t rc = fi_writemsg(ep_, &msg, flags);
+  if (rc == 0) return true;
+  release(&slot);
+  if (rc == -FI_EAGAIN) return false;
+  return ofi::fi_status(rc, "fi_writemsg", __FILE__, __LINE__);
+}
+
+Status LibfabricFabric::post_receive(OpSlot& slot) {
+  // Zero-length receives: they exist only to be consumed by remote CQ data under FI_RX_CQ_DATA.
+  EPS_FI_RETURN_IF_ERROR(fi_recv(ep_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, &slot.provider));
+  return Status();
+}
+
+Status LibfabricFabric::progress(std::vector<Completion>& sink) {
+  fi_cq_data_entry entries[kCqBatch];
+  for (int batch = 0; batch < kMaxBatchesPerProgress; ++batch) {
+    const ssize_t n = fi_cq_read(cq_, entries, kCqBatch);
+    if (n == -FI_EAGAIN) return Status();
+    if (n == -FI_EAVAIL) return read_error();
+    EPS_FI_RETURN_IF_ERROR(n);
+    for (ssize_t i = 0; i < n; ++i) EPS_RETURN_IF_ERROR(handle(entries[i], sink));
+    if (static_cast<std::size_t>(n) < kCqBatch) return Status();
+  }
+  return Status();
+}
+
+Status LibfabricFabric::handle(const fi_cq_data_entry& entry, std::vector<Completion>& sink) {
+  OpSlot* slot = slot_of(entry.op_context);
+  if ((entry.flags & FI_REMOTE_CQ_DATA) != 0) {
+    // SPEC 6.1: immediates are 32 bits; wider data would mean a peer outside this contract.
+    if (entry.data > kImmMax) {
+      return environment(fmt::format("remote CQ data {:#x} exceeds 32 bits", entry.data));
+    }
+    sink.push_back(Completion{CompletionKind::kRemote, 0, static_cast<std::uint32_t>(entry.data)});
+    return slot != nullptr && slot->receive ? post_receive(*slot) : Status();
+  }
+  if (slot != nullptr && !slot->receive) {
+    sink.push_back(Completion{CompletionKind::kLocal, slot->context, 0});
+    release(slot);
+    return Status();
+  }
+  // A remote write without an immediate produces no completion in the contract (fabric.hpp).
+  if (slot == nullptr && (entry.flags & FI_REMOTE_WRITE) != 0) return Status();
+  return environment(fmt::format("unexpected completion (flags {:#x}, {} bytes)", entry.flags, entry.len));
+}
+
+Status LibfabricFabric::read_error() {
+  fi_cq_err_entry error{};
+  const ssize_t rc = fi_cq_readerr(cq_, &error, 0);
+  if (rc == -FI_EAGAIN) return Status();
+  EPS_FI_RETURN_IF_ERROR(rc);
+  char buffer[256] = {};
+  const char* detail = fi_cq_strerror(cq_, error.prov_errno, error.err_data, buffer, sizeof(buffer));
+  OpSlot* slot = slot_of(error.op_context);
+  std::string what = "a remote operation";
+  if (slot != nullptr)
+    what = slot->receive ? "a posted receive" : fmt::format("the put with context {}", slot->context);
+  if (slot != nullptr && !slot->receive) release(slot);
+  return environment(fmt::format("completion error on {}: {} (provider: {})", what, fi_strerror(error.err),
+                                 detail != nullptr ? detail : "no detail"));
+}
+
+OpSlot* LibfabricFabric::slot_of(const void* context) {
+  if (context == nullptr || slots_.empty()) return nullptr;
+  const auto at = reinterpret_cast<std::uintptr_t>(context);
+  const auto first = reinterpret_cast<std::uintptr_t>(slots_.data());
+  const auto end = reinterpret_cast<std::uintptr_t>(slots_.data() + slots_.size());
+  if (at < first || at >= end || (at - first) % sizeof(OpSlot) != 0) return nullptr;
+  return &slots_[(at - first) / sizeof(OpSlot)];
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Fabric>> make_libfabric_fabric(const FabricConfig& config) {
+  EPS_ASSIGN_OR_RETURN(ofi::ProviderSpec spec, ofi::provider_spec(config.variant));
+  // Loopback only (tcp): the provider reads FI_TCP_IFACE when it first loads; an explicit setting wins,
+  // and the endpoint address is checked to be loopback either way.
+  if (spec.loopback_only) setenv("FI_TCP_IFACE", "lo", 0);
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Request request = MPI_REQUEST_NULL;
+  EPS_MPI_RETURN_IF_ERROR(MPI_Comm_idup(config.comm, &comm, &request));
+  EPS_RETURN_IF_ERROR(mpi::wait(&request, Deadline(config.timeout_seconds), [&config] {
+    return fmt::format("{}: duplicating the communicator", config.name);
+  }));
+  auto fabric = std::make_unique<LibfabricFabric>(comm, config, std::move(spec));
+  EPS_RETURN_IF_ERROR(fabric->open());
+  EPS_RETURN_IF_ERROR(fabric->start());
+  return std::unique_ptr<Fabric>(std::move(fabric));
+}
+
+}  // namespace eps::fabric
+
+void eps_register_fabric_libfabric(eps::fabric::FabricRegistry& registry) {
+  registry.add(eps::fabric::FabricEntry{
+      "libfabric", eps::fabric::ofi::libfabric_variants(),
+      "libfabric FI_EP_RDM RMA writes: shm, tcp (tcp;ofi_rxm on 127.0.0.1), efa, verbs (verbs;ofi_rxm)",
+      &eps::fabric::make_libfabric_fabric});
+}

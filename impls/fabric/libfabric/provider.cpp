@@ -1,0 +1,163 @@
+#include "impls/fabric/libfabric/provider.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <rdma/fi_errno.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace eps::fabric::ofi {
+namespace {
+
+constexpr std::uint64_t kModes = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
+constexpr std::uint64_t kMrModes =
+    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+constexpr std::size_t kMinCqDataBytes = 4;  // SPEC 6.1: 32-bit immediates
+constexpr std::size_t kMaxKeyBytes = sizeof(std::uint64_t);
+
+struct Query {
+  InfoPtr info;
+  int rc = 0;
+};
+
+Query run_query(const ProviderSpec& spec, const HintOptions& options) {
+  InfoPtr hints = make_hints(spec, options);
+  if (!hints) return {nullptr, -FI_ENOMEM};
+  fi_info* info = nullptr;
+  const char* node = spec.node.empty() ? nullptr : spec.node.c_str();
+  const int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, nullptr,
+                            node != nullptr ? FI_SOURCE : 0, hints.get(), &info);
+  if (rc != 0) return {nullptr, rc};
+  return {InfoPtr(info), 0};
+}
+
+std::string label(const ProviderSpec& spec) { return fmt::format("libfabric:{}", spec.variant); }
+
+Status check_info(const ProviderSpec& spec, const fi_info& info) {
+  const fi_domain_attr& domain = *info.domain_attr;
+  if (domain.cq_data_size < kMinCqDataBytes) {
+    return Status(StatusCode::kEnvironment,
+                  fmt::format("{}: provider {} carries {} bytes of remote CQ data; 32-bit immediates need {} "
+                              "(SPEC 6.1)",
+                              label(spec), spec.prov_name, domain.cq_data_size, kMinCqDataBytes));
+  }
+  if ((domain.mr_mode & FI_MR_RAW) != 0 || domain.mr_key_size > kMaxKeyBytes) {
+    return Status(
+        StatusCode::kEnvironment,
+        fmt::format("{}: provider {} needs {}-byte raw memory keys; the fabric exchanges 64-bit keys",
+                    label(spec), spec.prov_name, domain.mr_key_size));
+  }
+  if ((info.mode & ~kModes) != 0) {
+    return Status(StatusCode::kEnvironment,
+                  fmt::format("{}: provider {} requires unsupported mode bits {:#x}", label(spec),
+                              spec.prov_name, info.mode & ~kModes));
+  }
+  return Status();
+}
+
+}  // namespace
+
+const std::vector<std::string>& libfabric_variants() {
+  static const std::vector<std::string> variants = {"shm", "tcp", "efa", "verbs"};
+  return variants;
+}
+
+Result<ProviderSpec> provider_spec(std::string_view variant) {
+  if (variant == "shm") return ProviderSpec{"shm", "shm", "", false};
+  if (variant == "tcp") return ProviderSpec{"tcp", "tcp;ofi_rxm", "127.0.0.1", true};
+  if (variant == "efa") return ProviderSpec{"efa", "efa", "", false};
+  if (variant == "verbs") return ProviderSpec{"verbs", "verbs;ofi_rxm", "", false};
+  return invalid_argument("libfabric variant", "must be one of {}, got '{}'",
+                          fmt::join(libfabric_variants(), ", "), variant);
+}
+
+InfoPtr make_hints(const ProviderSpec& spec, const HintOptions& options) {
+  InfoPtr hints(fi_allocinfo());
+  if (!hints) return nullptr;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+  if (options.msg) hints->caps |= FI_MSG | FI_RECV;
+  hints->mode = kModes;
+  hints->domain_attr->mr_mode = kMrModes;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  hints->fabric_attr->prov_name = strdup(spec.prov_name.c_str());
+  if (hints->fabric_attr->prov_name == nullptr) return nullptr;
+  if (options.ordered) {
+    hints->tx_attr->msg_order = waw_order_bits();
+    hints->rx_attr->msg_order = waw_order_bits();
+  }
+  if (options.delivery_complete) hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+  return hints;
+}
+
+std::uint64_t waw_order_bits() {
+#ifdef FI_ORDER_RMA_WAW
+  return FI_ORDER_WAW | FI_ORDER_RMA_WAW;
+#else
+  return FI_ORDER_WAW;
+#endif
+}
+
+bool waw_ordered(const fi_info& info, std::size_t max_put_bytes) {
+  const std::uint64_t bits = waw_order_bits();
+  return (info.tx_attr->msg_order & bits) == bits && (info.rx_attr->msg_order & bits) == bits &&
+         info.ep_attr->max_order_waw_size >= max_put_bytes;
+}
+
+Result<SelectedProvider> select_provider(const ProviderSpec& spec) {
+  int first_rc = 0;
+  for (const bool ordered : {true, false}) {
+    Query query = run_query(spec, HintOptions{ordered, true, false});
+    if (query.rc == 0 && (query.info->mode & FI_RX_CQ_DATA) != 0) {
+      query = run_query(spec, HintOptions{ordered, true, true});
+    }
+    if (query.rc == 0) {
+      EPS_RETURN_IF_ERROR(check_info(spec, *query.info));
+      return SelectedProvider{std::move(query.info), ordered};
+    }
+    if (first_rc == 0) first_rc = query.rc;
+  }
+  if (run_query(spec, HintOptions{false, false, false}).rc == 0) {
+    return Status(
+        StatusCode::kEnvironment,
+        fmt::format("{}: provider {} offers no FI_DELIVERY_COMPLETE, so a put's local completion would "
+                    "not imply placement at the target (fabric.hpp kLocal); not used",
+                    label(spec), spec.prov_name));
+  }
+  return Status(StatusCode::kEnvironment, fmt::format("{}: provider {} not available here (fi_getinfo: {})",
+                                                      label(spec), spec.prov_name, fi_strerror(-first_rc)));
+}
+
+bool is_loopback(const void* addr, std::size_t addrlen, std::uint32_t addr_format) {
+  if (addr_format == FI_SOCKADDR_IN && addrlen >= sizeof(sockaddr_in)) {
+    sockaddr_in in{};
+    std::memcpy(&in, addr, sizeof(in));
+    return in.sin_family == AF_INET && (ntohl(in.sin_addr.s_addr) >> 24) == 127;
+  }
+  if (addr_format == FI_SOCKADDR_IN6 && addrlen >= sizeof(sockaddr_in6)) {
+    sockaddr_in6 in6{};
+    std::memcpy(&in6, addr, sizeof(in6));
+    return in6.sin6_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&in6.sin6_addr);
+  }
+  return false;
+}
+
+std::string describe_provider(const fi_info& info, bool ordered, std::size_t max_put_bytes) {
+  const std::uint32_t version = fi_version();
+  const std::uint32_t prov_version = info.fabric_attr->prov_version;
+  const bool dc = (info.tx_attr->op_flags & FI_DELIVERY_COMPLETE) != 0;
+  return fmt::format(
+      "libfabric {}.{} provider {} {}.{} (fabric {}, domain {}, {}, {}, mr_mode {:#x}, cq_data {} B, max put "
+      "{} B, "
+      "tx {})",
+      FI_MAJOR(version), FI_MINOR(version), info.fabric_attr->prov_name, FI_MAJOR(prov_version),
+      FI_MINOR(prov_version), info.fabric_attr->name, info.domain_attr->name,
+      ordered ? "ordered WAW" : "unordered", dc ? "delivery-complete" : "transmit-complete",
+      static_cast<std::uint64_t>(info.domain_attr->mr_mode), info.domain_attr->cq_data_size, max_put_bytes,
+      info.tx_attr->size);
+}
+
+}  // namespace eps::fabric::ofi

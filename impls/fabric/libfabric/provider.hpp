@@ -1,0 +1,83 @@
+// Provider selection for the libfabric fabric (SPEC 6.1): which libfabric provider a variant names, the
+// fi_getinfo hints that express the Fabric contract (fabric.hpp), and what the chosen fi_info promises.
+//
+// Variants: "shm" -> provider "shm"; "tcp" -> "tcp;ofi_rxm" bound to 127.0.0.1 (loopback only: the
+// fabric refuses ranks on different hosts and any non-loopback endpoint address); "efa" -> "efa";
+// "verbs" -> "verbs;ofi_rxm".
+//
+// Hints (make_hints): FI_EP_RDM; caps FI_RMA | FI_WRITE | FI_REMOTE_WRITE (+ FI_MSG when the provider
+// needs posted receives for remote CQ data); modes the fabric can honour: FI_CONTEXT, FI_CONTEXT2 (every
+// operation gets its own context slot) and FI_RX_CQ_DATA (it keeps receives posted); mr_mode FI_MR_LOCAL
+// | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT (all handled, FI_MR_RAW is not);
+// FI_THREAD_DOMAIN (a Fabric is used by one thread at a time); optionally tx/rx msg_order FI_ORDER_WAW
+// (+ FI_ORDER_RMA_WAW) and tx op_flags FI_DELIVERY_COMPLETE.
+//
+// select_provider tries, in order, {ordered, delivery-complete} then {delivery-complete} and takes the
+// first fi_info. Delivery-complete is required, not merely preferred: a put's local completion must mean
+// its bytes are placed at the target (fabric.hpp kLocal; sender-barrier, SPEC 6.2 relies on it), and a
+// provider that only offers transmit-complete would weaken that silently, so it is refused with a
+// kEnvironment error that says so. So are cq_data_size < 4 (immediates are 32 bits, SPEC 6.1) and
+// mr_key_size > 8. A missing provider is kEnvironment "libfabric:efa: provider efa not available here
+// (fi_getinfo: No data available)".
+#pragma once
+
+#include <rdma/fabric.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reference/common/status.hpp"
+
+namespace eps::fabric::ofi {
+
+struct ProviderSpec {
+  std::string variant;    // "tcp"
+  std::string prov_name;  // "tcp;ofi_rxm"
+  std::string node;       // fi_getinfo node with FI_SOURCE ("127.0.0.1"), empty for none
+  bool loopback_only = false;
+};
+
+// The registered variants, in registration order.
+const std::vector<std::string>& libfabric_variants();
+// kInvalidArgument "libfabric variant: must be one of shm, tcp, efa, verbs, got 'x'".
+Result<ProviderSpec> provider_spec(std::string_view variant);
+
+struct InfoDeleter {
+  void operator()(fi_info* info) const { fi_freeinfo(info); }
+};
+using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
+
+struct HintOptions {
+  bool ordered = true;            // ask for FI_ORDER_WAW (+ FI_ORDER_RMA_WAW) on tx and rx
+  bool delivery_complete = true;  // ask for tx op_flags FI_DELIVERY_COMPLETE
+  bool msg = false;               // add FI_MSG | FI_RECV (posted receives for FI_RX_CQ_DATA)
+};
+
+// nullptr only when fi_allocinfo runs out of memory.
+InfoPtr make_hints(const ProviderSpec& spec, const HintOptions& options);
+
+// The write-after-write ordering bits the fabric relies on for `ordered`.
+std::uint64_t waw_order_bits();
+// True when tx and rx msg_order both carry waw_order_bits() for messages up to max_put_bytes.
+bool waw_ordered(const fi_info& info, std::size_t max_put_bytes);
+
+struct SelectedProvider {
+  InfoPtr info;        // the first fi_info of the successful query
+  bool asked_ordered;  // the query asked for WAW ordering (the provider enables it only when asked)
+};
+
+// Runs the fi_getinfo queries described above (fi_getinfo is not collective).
+Result<SelectedProvider> select_provider(const ProviderSpec& spec);
+
+// True for an IPv4 127.0.0.0/8 or IPv6 ::1 socket address; false for anything else (other formats too).
+bool is_loopback(const void* addr, std::size_t addrlen, std::uint32_t addr_format);
+
+// "libfabric 1.17 provider shm 117.0 (fabric shm, domain shm, ordered WAW, delivery-complete,
+// mr_mode 0x0, cq_data 8 B, max_msg 16777215 B, tx 1024)".
+std::string describe_provider(const fi_info& info, bool ordered, std::size_t max_put_bytes);
+
+}  // namespace eps::fabric::ofi

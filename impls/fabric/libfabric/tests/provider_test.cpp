@@ -1,0 +1,150 @@
+#include "impls/fabric/libfabric/provider.hpp"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <rdma/fi_errno.h>
+
+#include <cstring>
+
+namespace eps::fabric::ofi {
+namespace {
+
+TEST(ProviderSpec, VariantsMapToProviders) {
+  EXPECT_EQ(libfabric_variants(), (std::vector<std::string>{"shm", "tcp", "efa", "verbs"}));
+  const struct {
+    const char* variant;
+    const char* prov;
+    const char* node;
+    bool loopback;
+  } cases[] = {{"shm", "shm", "", false},
+               {"tcp", "tcp;ofi_rxm", "127.0.0.1", true},
+               {"efa", "efa", "", false},
+               {"verbs", "verbs;ofi_rxm", "", false}};
+  for (const auto& c : cases) {
+    Result<ProviderSpec> spec = provider_spec(c.variant);
+    ASSERT_TRUE(spec.ok()) << c.variant;
+    EXPECT_EQ(spec->variant, c.variant);
+    EXPECT_EQ(spec->prov_name, c.prov);
+    EXPECT_EQ(spec->node, c.node);
+    EXPECT_EQ(spec->loopback_only, c.loopback);
+  }
+}
+
+TEST(ProviderSpec, UnknownVariantNamesTheChoices) {
+  Result<ProviderSpec> spec = provider_spec("udp");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(spec.status().message(), "libfabric variant: must be one of shm, tcp, efa, verbs, got 'udp'");
+}
+
+TEST(Hints, ExpressTheFabricContract) {
+  const ProviderSpec spec{"tcp", "tcp;ofi_rxm", "127.0.0.1", true};
+  InfoPtr hints = make_hints(spec, HintOptions{});
+  ASSERT_NE(hints, nullptr);
+  EXPECT_EQ(hints->ep_attr->type, FI_EP_RDM);
+  EXPECT_EQ(hints->caps, FI_RMA | FI_WRITE | FI_REMOTE_WRITE);
+  EXPECT_EQ(hints->mode, FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA);
+  // 0x4 | 0x10 | 0x20 | 0x40 | 0x200 (fabric.h): everything the fabric handles, FI_MR_RAW not among them.
+  EXPECT_EQ(hints->domain_attr->mr_mode, 0x274);
+  EXPECT_EQ(hints->domain_attr->threading, FI_THREAD_DOMAIN);
+  EXPECT_STREQ(hints->fabric_attr->prov_name, "tcp;ofi_rxm");
+  EXPECT_EQ(hints->tx_attr->op_flags, FI_DELIVERY_COMPLETE);
+  EXPECT_EQ(hints->tx_attr->msg_order, waw_order_bits());
+  EXPECT_EQ(hints->rx_attr->msg_order, waw_order_bits());
+  EXPECT_NE(waw_order_bits() & FI_ORDER_WAW, 0u);
+}
+
+TEST(Hints, OptionsToggleOrderingCompletionAndMessages) {
+  const ProviderSpec spec{"shm", "shm", "", false};
+  InfoPtr hints = make_hints(spec, HintOptions{false, false, true});
+  ASSERT_NE(hints, nullptr);
+  EXPECT_EQ(hints->tx_attr->msg_order, 0u);
+  EXPECT_EQ(hints->rx_attr->msg_order, 0u);
+  EXPECT_EQ(hints->tx_attr->op_flags, 0u);
+  EXPECT_EQ(hints->caps, FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_MSG | FI_RECV);
+}
+
+InfoPtr ordered_info(std::uint64_t tx_order, std::uint64_t rx_order, std::size_t waw_size) {
+  InfoPtr info(fi_allocinfo());
+  info->tx_attr->msg_order = tx_order;
+  info->rx_attr->msg_order = rx_order;
+  info->ep_attr->max_order_waw_size = waw_size;
+  return info;
+}
+
+TEST(Ordering, NeedsWawOnBothSidesForWholePuts) {
+  const std::uint64_t waw = waw_order_bits();
+  constexpr std::size_t kPut = 1 << 20;
+  EXPECT_TRUE(waw_ordered(*ordered_info(waw | FI_ORDER_SAS, waw, kPut), kPut));
+  EXPECT_TRUE(waw_ordered(*ordered_info(waw, waw, SIZE_MAX), kPut));
+  EXPECT_FALSE(waw_ordered(*ordered_info(FI_ORDER_SAS, waw, kPut), kPut));  // shm's default tx order
+  EXPECT_FALSE(waw_ordered(*ordered_info(waw, 0, kPut), kPut));
+  EXPECT_FALSE(waw_ordered(*ordered_info(waw, waw, kPut - 1), kPut));  // ordering only for smaller writes
+  EXPECT_FALSE(waw_ordered(*ordered_info(waw, waw, 0), kPut));
+}
+
+TEST(Loopback, AcceptsOnlyLoopbackSocketAddresses) {
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_TRUE(is_loopback(&in, sizeof(in), FI_SOCKADDR_IN));
+  in.sin_addr.s_addr = htonl(0x7f010203);  // 127.1.2.3: still 127/8
+  EXPECT_TRUE(is_loopback(&in, sizeof(in), FI_SOCKADDR_IN));
+  in.sin_addr.s_addr = htonl(0x0a000001);  // 10.0.0.1
+  EXPECT_FALSE(is_loopback(&in, sizeof(in), FI_SOCKADDR_IN));
+  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_FALSE(is_loopback(&in, sizeof(in) - 1, FI_SOCKADDR_IN));  // truncated
+  EXPECT_FALSE(is_loopback(&in, sizeof(in), FI_ADDR_STR));         // not a socket address format
+  sockaddr_in6 in6{};
+  in6.sin6_family = AF_INET6;
+  in6.sin6_addr = in6addr_loopback;
+  EXPECT_TRUE(is_loopback(&in6, sizeof(in6), FI_SOCKADDR_IN6));
+  in6.sin6_addr = in6addr_any;
+  EXPECT_FALSE(is_loopback(&in6, sizeof(in6), FI_SOCKADDR_IN6));
+}
+
+TEST(Describe, NamesProviderOrderingAndLimits) {
+  InfoPtr info(fi_allocinfo());
+  info->fabric_attr->prov_name = strdup("shm");
+  info->fabric_attr->name = strdup("shm");
+  info->fabric_attr->prov_version = FI_VERSION(117, 0);
+  info->domain_attr->name = strdup("dom0");
+  info->domain_attr->mr_mode = FI_MR_VIRT_ADDR;
+  info->domain_attr->cq_data_size = 8;
+  info->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+  info->tx_attr->size = 1024;
+  const std::uint32_t v = fi_version();
+  EXPECT_EQ(
+      describe_provider(*info, true, 4096),
+      fmt::format(
+          "libfabric {}.{} provider shm 117.0 (fabric shm, domain dom0, ordered WAW, delivery-complete, "
+          "mr_mode 0x10, cq_data 8 B, max put 4096 B, tx 1024)",
+          FI_MAJOR(v), FI_MINOR(v)));
+}
+
+// These two ask the real library; each skips where the provider situation differs from the check.
+TEST(Select, MissingProviderIsAnEnvironmentErrorWithFiStrerror) {
+  const ProviderSpec spec{"efa", "efa", "", false};
+  Result<SelectedProvider> selected = select_provider(spec);
+  if (selected.ok()) GTEST_SKIP() << "an efa provider is available here";
+  EXPECT_EQ(selected.status().code(), StatusCode::kEnvironment);
+  EXPECT_EQ(selected.status().message(),
+            fmt::format("libfabric:efa: provider efa not available here (fi_getinfo: {})",
+                        fi_strerror(FI_ENODATA)));
+}
+
+TEST(Select, ShmGivesDeliveryCompleteAnd32BitImmediates) {
+  Result<SelectedProvider> selected = select_provider(ProviderSpec{"shm", "shm", "", false});
+  if (!selected.ok()) GTEST_SKIP() << selected.status().message();
+  const fi_info& info = *selected->info;
+  EXPECT_STREQ(info.fabric_attr->prov_name, "shm");
+  EXPECT_EQ(info.ep_attr->type, FI_EP_RDM);
+  EXPECT_NE(info.tx_attr->op_flags & FI_DELIVERY_COMPLETE, 0u);
+  EXPECT_GE(info.domain_attr->cq_data_size, 4u);
+  EXPECT_EQ(info.domain_attr->mr_mode & FI_MR_RAW, 0u);
+  EXPECT_EQ(info.caps & (FI_RMA | FI_WRITE | FI_REMOTE_WRITE), FI_RMA | FI_WRITE | FI_REMOTE_WRITE);
+}
+
+}  // namespace
+}  // namespace eps::fabric::ofi

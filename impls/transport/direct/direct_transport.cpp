@@ -1,0 +1,651 @@
+#include "impls/transport/direct/direct_transport.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "impls/fabric/fabric_registry.hpp"
+#include "impls/fabric/signal/imm_codec.hpp"
+#include "impls/fabric/signal/signal_strategy.hpp"
+#include "impls/runtime/deadline.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
+#include "impls/transport/transport_common.hpp"
+
+namespace eps::transport {
+namespace {
+
+using fabric::Completion;
+using fabric::CompletionKind;
+using fabric::PutOp;
+
+constexpr std::uint64_t kDataContext = 1;
+constexpr std::uint64_t kSignalContext = 2;
+constexpr std::size_t kMaxDirectPutBytes = std::size_t{4} << 20;
+constexpr std::size_t kSlotHeaderBytes = 16;  // token, slot, expert, weight (SPEC 5.6)
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+// A contiguous run of records to one destination slot: send-region offset, receive-region offset (within
+// the parity), record count, channel.
+struct Piece {
+  std::size_t local_offset = 0;
+  std::size_t remote_offset = 0;
+  int records = 0;
+  int channel = 0;
+};
+
+class DirectHandle final : public DispatchHandle {
+ public:
+  Layout layout_kind() const override { return kind; }
+  std::int64_t num_recv_rows() const override { return num_rows; }
+  const dispatch::DispatchLayout& layout() const override { return layout_info; }
+
+  Layout kind = Layout::kHtRankMajor;
+  const void* owner = nullptr;
+  int num_tokens = 0;
+  std::vector<int> topk_idx;
+  std::vector<float> topk_weights;
+  dispatch::DispatchLayout layout_info;
+  // Source side, records in send order (destination q ascending; LL: then local expert, then token).
+  std::vector<int> send_begin;  // [R + 1]
+  std::vector<int> send_token;  // per record
+  std::vector<int> send_slot;   // per record (LL), -1 (rank-major)
+  std::vector<int> send_block;  // LL: [R * L + 1] first record of (q, l)
+  // Expert side: what arrived from each source (rank-major rows / LL ranges), for combine.
+  std::vector<int> recv_begin;     // rank-major: [R + 1] first row from each source
+  std::vector<LlRange> ll_ranges;  // LL: [L * R]
+  std::int64_t num_rows = 0;
+};
+
+class DirectTransport final : public Transport {
+ public:
+  DirectTransport(const TransportConfig& config, int rank, int size, std::unique_ptr<fabric::Fabric> fab);
+  ~DirectTransport() override;
+  Status setup();
+
+  std::string_view name() const override { return "direct"; }
+  std::string describe() const override {
+    return fmt::format("direct (signal {}) over {}", signal_->name(), fabric_->describe());
+  }
+  const Capabilities& capabilities() const override { return caps_; }
+  const TransportConfig& config() const override { return config_; }
+
+  Result<std::unique_ptr<DispatchHandle>> dispatch(Layout layout, const DispatchInput& input,
+                                                   const DispatchOutput& output) override;
+  Status dispatch_cached(const DispatchHandle& handle, const DispatchInput& input,
+                         const DispatchOutput& output) override;
+  Status combine(const DispatchHandle& handle, const CombineInput& input,
+                 const CombineOutput& output) override;
+
+ private:
+  int local() const { return config_.num_experts / size_; }
+  int record_ints() const { return size_ + local(); }
+  std::size_t record_bytes(Layout kind) const { return kind == Layout::kLl ? slot_record_ : rank_record_; }
+  int rows_per_put(std::size_t row_bytes) const;
+  Result<const DirectHandle*> own(const DispatchHandle& handle) const;
+
+  void plan_sends(DirectHandle& h) const;
+  void pack_dispatch(const DirectHandle& h, const DispatchInput& in);
+  std::vector<std::vector<Piece>> dispatch_pieces(const DirectHandle& h) const;
+  Status run_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out, bool fresh);
+  void unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const;
+  void unpack_ll(DirectHandle& h, const DispatchOutput& out) const;
+
+  // One exchange: puts every piece, then the signal records, then waits for every source's stream.
+  Status exchange(const std::vector<std::vector<Piece>>& pieces, std::size_t record_bytes);
+  Status post(const PutOp& op);
+  Status pump();
+  Status finish_operation();
+  std::span<const std::int32_t> received_record(int source) const;
+  std::byte* recv_base(int parity) const;
+  std::string where() const;
+
+  TransportConfig config_;
+  Capabilities caps_;
+  int rank_;
+  int size_;
+  std::unique_ptr<fabric::Fabric> fabric_;
+  std::unique_ptr<fabric::SignalStrategy> signal_;
+  std::size_t row_bytes_;
+  int num_scales_;
+  std::size_t rank_record_;
+  std::size_t slot_record_;
+  std::size_t combine_rows_per_peer_;
+  std::size_t recv_parity_bytes_ = 0;
+  fabric::Region send_, recv_, signal_send_, signal_recv_;
+  std::vector<std::int32_t> my_tokens_per_rank_;  // this operation's first R record entries
+  std::vector<std::int32_t> channel_counts_;      // [R * L]: records per (destination, channel)
+  std::uint64_t operation_ = 0;
+  std::int64_t data_posted_ = 0;
+  std::int64_t data_completed_ = 0;
+  std::vector<Completion> completions_;
+};
+
+DirectTransport::DirectTransport(const TransportConfig& config, int rank, int size,
+                                 std::unique_ptr<fabric::Fabric> fab)
+    : config_(config),
+      caps_(direct_capabilities()),
+      rank_(rank),
+      size_(size),
+      fabric_(std::move(fab)),
+      row_bytes_(dispatch::payload_row_bytes(config.dtype, config.hidden)),
+      num_scales_(dispatch::payload_num_scales(config.dtype, config.hidden)),
+      rank_record_(
+          round_up(4 + 8 * static_cast<std::size_t>(config.top_k) + row_bytes_ + 4 * num_scales_, 16)),
+      slot_record_(round_up(kSlotHeaderBytes + row_bytes_ + 4 * num_scales_, 16)),
+      combine_rows_per_peer_(static_cast<std::size_t>(config.max_tokens_per_rank) *
+                             static_cast<std::size_t>(std::min(config.top_k, config.num_experts / size))),
+      completions_(64) {}
+
+// Collective, like creation: every rank drives progress until all of its puts completed (providers with
+// manual progress complete a put only while its target polls) and then meets the others.
+DirectTransport::~DirectTransport() {
+  const Deadline deadline(config_.timeout_seconds);
+  Status status = fabric_->quiet(deadline);
+  if (status.ok()) status = fabric_->barrier(deadline);
+  if (!status.ok())
+    std::fprintf(stderr, "epsuite: direct transport teardown on rank %d: %s\n", rank_,
+                 status.message().c_str());
+}
+
+int DirectTransport::rows_per_put(std::size_t row_bytes) const {
+  const std::size_t max_bytes = std::min(fabric_->limits().max_put_bytes, kMaxDirectPutBytes);
+  return static_cast<int>(std::clamp<std::size_t>(max_bytes / row_bytes, 1, fabric::kMaxImmTokens));
+}
+
+// Region sizes follow the slot layout of the header comment; the imm-seq window is checked against the
+// most puts one stream can carry (a slot per local expert plus splits of the largest stream).
+Status DirectTransport::setup() {
+  const auto t_max = static_cast<std::size_t>(config_.max_tokens_per_rank);
+  const auto ranks = static_cast<std::size_t>(size_);
+  const auto l = static_cast<std::size_t>(local());
+  const std::size_t combine_row = 2 * static_cast<std::size_t>(config_.hidden);
+  recv_parity_bytes_ = std::max({ranks * t_max * rank_record_, l * ranks * t_max * slot_record_,
+                                 ranks * combine_rows_per_peer_ * combine_row, std::size_t{16}});
+  const std::size_t send_bytes = std::max({t_max * std::min<std::size_t>(config_.top_k, ranks) * rank_record_,
+                                           t_max * static_cast<std::size_t>(config_.top_k) * slot_record_,
+                                           ranks * combine_rows_per_peer_ * combine_row, std::size_t{16}});
+
+  const auto puts_for = [](std::size_t records, int per_put) {
+    return static_cast<int>((records + static_cast<std::size_t>(per_put) - 1) /
+                            static_cast<std::size_t>(per_put));
+  };
+  const int max_puts = std::max({puts_for(t_max, rows_per_put(rank_record_)),
+                                 local() + puts_for(combine_rows_per_peer_, rows_per_put(slot_record_)),
+                                 puts_for(combine_rows_per_peer_, rows_per_put(combine_row)), 1});
+  const fabric::SignalShape shape{size_, std::max(1, local()), fabric::kMaxImmTokens, max_puts,
+                                  fabric::kDefaultSeqBits};
+  EPS_ASSIGN_OR_RETURN(signal_, fabric::make_signal_strategy(config_.signal, fabric_->ordered(),
+                                                             config_.allow_unsafe, shape, rank_));
+  const std::size_t record = 4 * static_cast<std::size_t>(record_ints());
+  EPS_ASSIGN_OR_RETURN(send_, fabric_->allocate(send_bytes));
+  EPS_ASSIGN_OR_RETURN(recv_, fabric_->allocate(2 * recv_parity_bytes_));
+  EPS_ASSIGN_OR_RETURN(signal_send_, fabric_->allocate(ranks * record));
+  EPS_ASSIGN_OR_RETURN(signal_recv_, fabric_->allocate(2 * ranks * record));
+  return fabric_->barrier(Deadline(config_.timeout_seconds));
+}
+
+std::string DirectTransport::where() const {
+  return fmt::format("direct transport, rank {}, operation {}, signal {}, fabric {}", rank_, operation_,
+                     signal_->name(), fabric_->describe());
+}
+
+Result<const DirectHandle*> DirectTransport::own(const DispatchHandle& handle) const {
+  const auto* h = dynamic_cast<const DirectHandle*>(&handle);
+  if (h == nullptr || h->owner != this) {
+    return invalid_argument("handle", "was not made by this direct transport instance");
+  }
+  return h;
+}
+
+// Rank-major: one record per (q, t) with q in dst_ranks(t), t ascending per q. LL: one record per valid
+// slot, grouped by global expert e = q * L + l (so by q, then l), t ascending.
+void DirectTransport::plan_sends(DirectHandle& h) const {
+  const int k_max = config_.top_k;
+  const bool ll = h.kind == Layout::kLl;
+  const int keys = ll ? config_.num_experts : size_;
+  std::vector<std::vector<std::pair<int, int>>> buckets(static_cast<std::size_t>(keys));
+  std::vector<int> marked(static_cast<std::size_t>(size_), -1);
+  for (int t = 0; t < h.num_tokens; ++t) {
+    for (int k = 0; k < k_max; ++k) {
+      const int e = h.topk_idx[static_cast<std::size_t>(t) * k_max + k];
+      if (e < 0) continue;
+      const int q = e / local();
+      if (ll) {
+        buckets[static_cast<std::size_t>(e)].emplace_back(t, k);
+      } else if (marked[static_cast<std::size_t>(q)] != t) {
+        marked[static_cast<std::size_t>(q)] = t;
+        buckets[static_cast<std::size_t>(q)].emplace_back(t, -1);
+      }
+    }
+  }
+  h.send_token.clear();
+  h.send_slot.clear();
+  h.send_block.assign(1, 0);
+  for (const auto& bucket : buckets) {
+    for (const auto& [t, k] : bucket) {
+      h.send_token.push_back(t);
+      h.send_slot.push_back(k);
+    }
+    h.send_block.push_back(static_cast<int>(h.send_token.size()));
+  }
+  const int per_peer = ll ? local() : 1;
+  h.send_begin.assign(static_cast<std::size_t>(size_) + 1, 0);
+  for (int q = 0; q <= size_; ++q)
+    h.send_begin[static_cast<std::size_t>(q)] = h.send_block[static_cast<std::size_t>(q * per_peer)];
+}
+
+void DirectTransport::pack_dispatch(const DirectHandle& h, const DispatchInput& in) {
+  const std::size_t rec = record_bytes(h.kind);
+  const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
+  const int k_max = config_.top_k;
+  for (std::size_t i = 0; i < h.send_token.size(); ++i) {
+    std::byte* at = send_.local.data() + i * rec;
+    const int t = h.send_token[i];
+    const std::size_t routing = static_cast<std::size_t>(t) * k_max;
+    if (h.kind == Layout::kHtRankMajor) {
+      const std::int32_t token = t;
+      std::memcpy(at, &token, 4);
+      std::memcpy(at + 4, h.topk_idx.data() + routing, 4 * static_cast<std::size_t>(k_max));
+      std::memcpy(at + 4 + 4 * k_max, h.topk_weights.data() + routing, 4 * static_cast<std::size_t>(k_max));
+      at += 4 + 8 * static_cast<std::size_t>(k_max);
+    } else {
+      const int k = h.send_slot[i];
+      const std::int32_t header[3] = {t, k, h.topk_idx[routing + k]};
+      std::memcpy(at, header, 12);
+      std::memcpy(at + 12, &h.topk_weights[routing + k], 4);
+      at += kSlotHeaderBytes;
+    }
+    std::memcpy(at, in.x.data() + static_cast<std::size_t>(t) * row_bytes_, row_bytes_);
+    if (scale_bytes > 0) {
+      std::memcpy(at + row_bytes_, in.x_scales.data() + static_cast<std::size_t>(t) * num_scales_,
+                  scale_bytes);
+    }
+  }
+}
+
+std::vector<std::vector<Piece>> DirectTransport::dispatch_pieces(const DirectHandle& h) const {
+  const std::size_t rec = record_bytes(h.kind);
+  const auto t_max = static_cast<std::size_t>(config_.max_tokens_per_rank);
+  std::vector<std::vector<Piece>> pieces(static_cast<std::size_t>(size_));
+  if (h.kind == Layout::kHtRankMajor) {
+    for (int q = 0; q < size_; ++q) {
+      const int first = h.send_begin[static_cast<std::size_t>(q)];
+      const int n = h.send_begin[static_cast<std::size_t>(q) + 1] - first;
+      if (n > 0) {
+        pieces[static_cast<std::size_t>(q)].push_back(
+            {static_cast<std::size_t>(first) * rec, static_cast<std::size_t>(rank_) * t_max * rec, n, 0});
+      }
+    }
+    return pieces;
+  }
+  for (int q = 0; q < size_; ++q) {
+    for (int l = 0; l < local(); ++l) {
+      const std::size_t block = static_cast<std::size_t>(q) * local() + l;
+      const int first = h.send_block[block];
+      const int n = h.send_block[block + 1] - first;
+      if (n == 0) continue;
+      const std::size_t slot = (static_cast<std::size_t>(l) * size_ + rank_) * t_max;
+      pieces[static_cast<std::size_t>(q)].push_back(
+          {static_cast<std::size_t>(first) * rec, slot * rec, n, l});
+    }
+  }
+  return pieces;
+}
+
+std::byte* DirectTransport::recv_base(int parity) const {
+  return recv_.local.data() + static_cast<std::size_t>(parity) * recv_parity_bytes_;
+}
+
+std::span<const std::int32_t> DirectTransport::received_record(int source) const {
+  const int parity = static_cast<int>(operation_ & 1);
+  const std::size_t ints = static_cast<std::size_t>(record_ints());
+  const auto* base = reinterpret_cast<const std::int32_t*>(signal_recv_.local.data());
+  return {base + (static_cast<std::size_t>(parity) * size_ + source) * ints, ints};
+}
+
+Status DirectTransport::pump() {
+  for (;;) {
+    EPS_ASSIGN_OR_RETURN(std::size_t n, fabric_->poll(completions_));
+    for (std::size_t i = 0; i < n; ++i) {
+      const Completion& c = completions_[i];
+      if (c.kind == CompletionKind::kLocal) {
+        if (c.context == kDataContext) ++data_completed_;
+        continue;
+      }
+      const Status status = signal_->on_remote(c.imm);
+      if (!status.ok())
+        return Status(StatusCode::kCheckFailed, fmt::format("{} ({})", status.message(), where()));
+    }
+    if (n < completions_.size()) return Status();
+  }
+}
+
+// Posts one put, polling while the fabric pushes back (peers drain our puts only while they poll too).
+Status DirectTransport::post(const PutOp& op) {
+  Status failure;
+  const Status waited = wait_until(
+      Deadline(config_.timeout_seconds),
+      [&] {
+        Result<bool> posted = fabric_->try_put(op);
+        if (!posted.ok()) {
+          failure = posted.status();
+          return true;
+        }
+        if (*posted) return true;
+        failure = pump();
+        return !failure.ok();
+      },
+      [&] {
+        return fmt::format("room to post a put of {} bytes to rank {} ({})", op.bytes, op.peer, where());
+      });
+  EPS_RETURN_IF_ERROR(waited);
+  return failure;
+}
+
+Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, std::size_t record_bytes) {
+  const int parity = static_cast<int>(operation_ & 1);
+  const int per_put = rows_per_put(record_bytes);
+  const std::size_t ints = static_cast<std::size_t>(record_ints());
+  const Deadline deadline(config_.timeout_seconds);
+  data_posted_ = data_completed_ = 0;
+  // Data puts, destinations in rotated order so that no rank is everyone's first target.
+  for (int step = 0; step < size_; ++step) {
+    const int q = (rank_ + 1 + step) % size_;
+    for (const Piece& piece : pieces[static_cast<std::size_t>(q)]) {
+      for (int done = 0; done < piece.records; done += per_put) {
+        const int n = std::min(per_put, piece.records - done);
+        const std::size_t skip = static_cast<std::size_t>(done) * record_bytes;
+        EPS_ASSIGN_OR_RETURN(std::optional<std::uint32_t> imm,
+                             signal_->data_imm(q, parity, piece.channel, n));
+        EPS_RETURN_IF_ERROR(
+            post({q, send_.id, piece.local_offset + skip, recv_.id,
+                  static_cast<std::size_t>(parity) * recv_parity_bytes_ + piece.remote_offset + skip,
+                  static_cast<std::size_t>(n) * record_bytes, imm, kDataContext}));
+        ++data_posted_;
+      }
+    }
+  }
+  if (signal_->signal_after_local_completion()) {
+    Status failure;
+    EPS_RETURN_IF_ERROR(wait_until(
+        deadline,
+        [&] {
+          failure = pump();
+          return !failure.ok() || data_completed_ == data_posted_;
+        },
+        [&] {
+          return fmt::format("local completions of {} data puts, {} seen ({})", data_posted_, data_completed_,
+                             where());
+        }));
+    EPS_RETURN_IF_ERROR(failure);
+  }
+  // Signal records: this rank's tokens per rank, then per-channel record counts for the destination.
+  auto* records = reinterpret_cast<std::int32_t*>(signal_send_.local.data());
+  for (int step = 0; step < size_; ++step) {
+    const int q = (rank_ + 1 + step) % size_;
+    std::int32_t* record = records + static_cast<std::size_t>(q) * ints;
+    std::copy(my_tokens_per_rank_.begin(), my_tokens_per_rank_.end(), record);
+    std::copy_n(channel_counts_.begin() + static_cast<std::ptrdiff_t>(q) * local(), local(), record + size_);
+    EPS_ASSIGN_OR_RETURN(std::uint32_t imm, signal_->signal_imm(q, parity));
+    EPS_RETURN_IF_ERROR(
+        post({q, signal_send_.id, static_cast<std::size_t>(q) * ints * 4, signal_recv_.id,
+              (static_cast<std::size_t>(parity) * size_ + rank_) * ints * 4, ints * 4, imm, kSignalContext}));
+  }
+  // Every source's stream: the strategy decides when its data is placed (SPEC 6.2).
+  int waiting_for = 0;
+  Status failure;
+  EPS_RETURN_IF_ERROR(wait_until(
+      deadline,
+      [&] {
+        failure = pump();
+        if (!failure.ok()) return true;
+        while (waiting_for < size_ && signal_->signal_arrived(waiting_for, parity) &&
+               signal_->stream_complete(waiting_for, parity, received_record(waiting_for).subspan(size_))) {
+          ++waiting_for;
+        }
+        return waiting_for == size_;
+      },
+      [&] {
+        return fmt::format(
+            "rank {}: {} ({})", waiting_for,
+            signal_->describe_wait(waiting_for, parity, received_record(waiting_for).subspan(size_)),
+            where());
+      }));
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return failure;
+}
+
+// Frees the parity's state for reuse two operations later and the send region for the next one.
+Status DirectTransport::finish_operation() {
+  const int parity = static_cast<int>(operation_ & 1);
+  for (int s = 0; s < size_; ++s) signal_->retire(s, parity);
+  ++operation_;
+  return fabric_->quiet(Deadline(config_.timeout_seconds));
+}
+
+void DirectTransport::unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const {
+  const auto t_max = static_cast<std::size_t>(config_.max_tokens_per_rank);
+  const std::byte* base = recv_base(static_cast<int>(operation_ & 1));
+  const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
+  const int k_max = config_.top_k;
+  h.recv_begin.assign(static_cast<std::size_t>(size_) + 1, 0);
+  std::size_t row = 0;
+  for (int s = 0; s < size_; ++s) {
+    const int n = received_record(s)[static_cast<std::size_t>(size_)];
+    const std::byte* at = base + static_cast<std::size_t>(s) * t_max * rank_record_;
+    for (int i = 0; i < n; ++i, ++row, at += rank_record_) {
+      std::int32_t idx[dispatch::kMaxTopK];
+      float weights[dispatch::kMaxTopK];
+      std::memcpy(idx, at + 4, 4 * static_cast<std::size_t>(k_max));
+      std::memcpy(weights, at + 4 + 4 * k_max, 4 * static_cast<std::size_t>(k_max));
+      localize_routing(config_, size_, rank_, idx, weights, out.recv_topk_idx.data() + row * k_max,
+                       out.recv_topk_weights.data() + row * k_max);
+      const std::byte* payload = at + 4 + 8 * static_cast<std::size_t>(k_max);
+      std::memcpy(out.recv_x.data() + row * row_bytes_, payload, row_bytes_);
+      if (scale_bytes > 0)
+        std::memcpy(out.recv_x_scales.data() + row * num_scales_, payload + row_bytes_, scale_bytes);
+    }
+    h.recv_begin[static_cast<std::size_t>(s) + 1] = static_cast<int>(row);
+  }
+  h.num_rows = static_cast<std::int64_t>(row);
+  count_rank_major(config_, size_, h.num_rows, out);
+}
+
+void DirectTransport::unpack_ll(DirectHandle& h, const DispatchOutput& out) const {
+  const auto t_max = static_cast<std::size_t>(config_.max_tokens_per_rank);
+  const std::size_t capacity = static_cast<std::size_t>(size_) * t_max;
+  const std::byte* base = recv_base(static_cast<int>(operation_ & 1));
+  const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
+  h.ll_ranges.assign(static_cast<std::size_t>(local()) * size_, LlRange{0, 0});
+  h.num_rows = 0;
+  for (int l = 0; l < local(); ++l) {
+    int begin = 0;
+    for (int s = 0; s < size_; ++s) {
+      const int n = received_record(s)[static_cast<std::size_t>(size_ + l)];
+      const std::byte* at = base + (static_cast<std::size_t>(l) * size_ + s) * t_max * slot_record_;
+      for (int i = 0; i < n; ++i, at += slot_record_) {
+        const std::size_t row = static_cast<std::size_t>(l) * capacity + static_cast<std::size_t>(begin + i);
+        std::int32_t token = 0;
+        std::memcpy(&token, at, 4);
+        out.src_info[row] = token;
+        std::memcpy(out.recv_x.data() + row * row_bytes_, at + kSlotHeaderBytes, row_bytes_);
+        if (scale_bytes > 0) {
+          std::memcpy(out.recv_x_scales.data() + row * num_scales_, at + kSlotHeaderBytes + row_bytes_,
+                      scale_bytes);
+        }
+      }
+      const LlRange range{begin, n};
+      h.ll_ranges[static_cast<std::size_t>(l) * size_ + s] = range;
+      out.layout_range[static_cast<std::size_t>(l) * size_ + s] = range;
+      begin += n;
+    }
+    out.packed_recv_count[static_cast<std::size_t>(l)] = begin;
+    h.num_rows += begin;
+  }
+}
+
+Status DirectTransport::run_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out,
+                                     bool fresh) {
+  pack_dispatch(h, in);
+  channel_counts_.assign(static_cast<std::size_t>(size_) * local(), 0);
+  const int per_peer = h.kind == Layout::kLl ? local() : 1;
+  for (int q = 0; q < size_; ++q) {
+    for (int c = 0; c < per_peer; ++c) {
+      const std::size_t block = static_cast<std::size_t>(q) * per_peer + c;
+      channel_counts_[static_cast<std::size_t>(q) * local() + c] =
+          h.send_block[block + 1] - h.send_block[block];
+    }
+  }
+  my_tokens_per_rank_.assign(h.layout_info.num_tokens_per_rank.begin(),
+                             h.layout_info.num_tokens_per_rank.end());
+  EPS_RETURN_IF_ERROR(exchange(dispatch_pieces(h), record_bytes(h.kind)));
+  if (h.kind == Layout::kLl) {
+    unpack_ll(h, out);
+  } else {
+    unpack_rank_major(h, out);
+  }
+  if (fresh) {
+    std::vector<int> all(static_cast<std::size_t>(size_) * size_);
+    for (int s = 0; s < size_; ++s) {
+      const std::span<const std::int32_t> record = received_record(s);
+      std::copy_n(record.begin(), size_, all.begin() + static_cast<std::ptrdiff_t>(s) * size_);
+    }
+    h.layout_info.rank_prefix_matrix = rank_prefix_matrix(size_, all);
+  }
+  return finish_operation();
+}
+
+Result<std::unique_ptr<DispatchHandle>> DirectTransport::dispatch(Layout layout, const DispatchInput& in,
+                                                                  const DispatchOutput& out) {
+  if (!caps_.supports(layout)) {
+    return invalid_argument("layout", "direct declares no {} dispatch (declared: ht-rank-major, ll)",
+                            layout_name(layout));
+  }
+  EPS_RETURN_IF_ERROR(check_dispatch_input(config_, in, true));
+  EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, layout, out));
+  auto h = std::make_unique<DirectHandle>();
+  h->kind = layout;
+  h->owner = this;
+  h->num_tokens = in.num_tokens;
+  h->topk_idx.assign(in.topk_idx.begin(), in.topk_idx.end());
+  h->topk_weights.assign(in.topk_weights.begin(), in.topk_weights.end());
+  h->layout_info = local_layout(config_, size_, rank_, h->num_tokens, h->topk_idx);
+  plan_sends(*h);
+  EPS_RETURN_IF_ERROR(run_dispatch(*h, in, out, true));
+  return std::unique_ptr<DispatchHandle>(std::move(h));
+}
+
+Status DirectTransport::dispatch_cached(const DispatchHandle& handle, const DispatchInput& in,
+                                        const DispatchOutput& out) {
+  EPS_ASSIGN_OR_RETURN(const DirectHandle* h, own(handle));
+  if (in.num_tokens != h->num_tokens) {
+    return invalid_argument("num_tokens", "a cached dispatch must pass the handle's {} tokens, got {}",
+                            h->num_tokens, in.num_tokens);
+  }
+  EPS_RETURN_IF_ERROR(check_dispatch_input(config_, in, false));
+  EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, h->kind, out));
+  DirectHandle copy = *h;  // the handle stays const for the caller; counts are re-derived identically
+  return run_dispatch(copy, in, out, false);
+}
+
+Status DirectTransport::combine(const DispatchHandle& handle, const CombineInput& in,
+                                const CombineOutput& out) {
+  EPS_ASSIGN_OR_RETURN(const DirectHandle* h, own(handle));
+  EPS_RETURN_IF_ERROR(check_combine_args(config_, size_, *h, h->num_tokens, in, out));
+  const auto hidden = static_cast<std::size_t>(config_.hidden);
+  const std::size_t row = 2 * hidden;
+  const std::size_t capacity =
+      static_cast<std::size_t>(size_) * static_cast<std::size_t>(config_.max_tokens_per_rank);
+  // Expert side: each source's rows go back in the order the source sent them.
+  std::vector<std::vector<Piece>> pieces(static_cast<std::size_t>(size_));
+  channel_counts_.assign(static_cast<std::size_t>(size_) * local(), 0);
+  std::size_t packed = 0;
+  for (int s = 0; s < size_; ++s) {
+    const std::size_t first = packed;
+    if (h->kind == Layout::kHtRankMajor) {
+      const int b = h->recv_begin[static_cast<std::size_t>(s)];
+      const int n = h->recv_begin[static_cast<std::size_t>(s) + 1] - b;
+      std::memcpy(send_.local.data() + packed * row, in.x.data() + static_cast<std::size_t>(b) * hidden,
+                  n * row);
+      packed += static_cast<std::size_t>(n);
+    } else {
+      for (int l = 0; l < local(); ++l) {
+        const LlRange r = h->ll_ranges[static_cast<std::size_t>(l) * size_ + s];
+        const std::size_t src = static_cast<std::size_t>(l) * capacity + static_cast<std::size_t>(r.begin);
+        std::memcpy(send_.local.data() + packed * row, in.x.data() + src * hidden,
+                    static_cast<std::size_t>(r.count) * row);
+        packed += static_cast<std::size_t>(r.count);
+      }
+    }
+    const int n = static_cast<int>(packed - first);
+    channel_counts_[static_cast<std::size_t>(s) * local()] = n;
+    if (n > 0) {
+      pieces[static_cast<std::size_t>(s)].push_back(
+          {first * row, static_cast<std::size_t>(rank_) * combine_rows_per_peer_ * row, n, 0});
+    }
+  }
+  my_tokens_per_rank_.assign(static_cast<std::size_t>(size_), 0);
+  EPS_RETURN_IF_ERROR(exchange(pieces, row));
+  // Source side: record i sent to q came back to q's slot at position i - send_begin[q].
+  const std::byte* base = recv_base(static_cast<int>(operation_ & 1));
+  std::vector<const bf16*> rows(h->send_token.size());
+  for (int q = 0; q < size_; ++q) {
+    for (int i = h->send_begin[static_cast<std::size_t>(q)];
+         i < h->send_begin[static_cast<std::size_t>(q) + 1]; ++i) {
+      const std::size_t at = static_cast<std::size_t>(q) * combine_rows_per_peer_ +
+                             static_cast<std::size_t>(i - h->send_begin[static_cast<std::size_t>(q)]);
+      rows[static_cast<std::size_t>(i)] = reinterpret_cast<const bf16*>(base + at * row);
+    }
+  }
+  if (in.tree == CombineTree::kLlWeighted) {
+    const int k_max = config_.top_k;
+    std::vector<const bf16*> slot_rows(static_cast<std::size_t>(h->num_tokens) * k_max, nullptr);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      slot_rows[static_cast<std::size_t>(h->send_token[i]) * k_max + h->send_slot[i]] = rows[i];
+    }
+    reduce_ll(config_, h->num_tokens, h->topk_weights, slot_rows, out.out);
+  } else {
+    reduce_ht(config_, size_, h->num_tokens, in.tree, h->send_begin, h->send_token, rows, in.bias0, in.bias1,
+              out.out);
+  }
+  write_combined_weights(h->topk_idx, h->topk_weights, out.combined_weights);
+  return finish_operation();
+}
+
+}  // namespace
+
+Capabilities direct_capabilities() {
+  Capabilities c;
+  c.layouts = {Layout::kHtRankMajor, Layout::kLl};
+  c.combine_trees = {CombineTree::kHtRank, CombineTree::kHtTwoLevel, CombineTree::kLlWeighted};
+  c.dtypes = {PayloadType::kBf16, PayloadType::kFp8};
+  c.memory = {MemoryKind::kHost};
+  c.ll_ordered = true;
+  c.cached_dispatch = true;
+  c.max_ranks = fabric::kMaxImmSources;
+  c.max_experts = dispatch::kMaxExperts;
+  c.max_top_k = dispatch::kMaxTopK;
+  c.max_hidden = 1 << 16;
+  c.max_tokens_per_rank = 1 << 16;
+  return c;
+}
+
+Result<std::unique_ptr<Transport>> make_direct_transport(const TransportConfig& config) {
+  int size = 0;
+  int rank = 0;
+  EPS_MPI_RETURN_IF_ERROR(MPI_Comm_size(config.comm, &size));
+  EPS_MPI_RETURN_IF_ERROR(MPI_Comm_rank(config.comm, &rank));
+  EPS_RETURN_IF_ERROR(validate_config(config, size, direct_capabilities()));
+  EPS_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Fabric> fab,
+                       fabric::make_fabric(config.fabric, config.comm, config.timeout_seconds, config.chaos));
+  auto transport = std::make_unique<DirectTransport>(config, rank, size, std::move(fab));
+  EPS_RETURN_IF_ERROR(transport->setup());
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
+}  // namespace eps::transport

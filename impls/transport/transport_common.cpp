@@ -1,0 +1,225 @@
+#include "impls/transport/transport_common.hpp"
+
+#include <algorithm>
+
+namespace eps::transport {
+
+Status check_dispatch_input(const TransportConfig& config, const DispatchInput& in, bool need_routing) {
+  const int t_max = config.max_tokens_per_rank;
+  if (in.num_tokens < 0 || in.num_tokens > t_max) {
+    return invalid_argument("num_tokens", "must be in [0, {}] (T_max, SPEC 5.4), got {}", t_max,
+                            in.num_tokens);
+  }
+  const auto tokens = static_cast<std::size_t>(in.num_tokens);
+  const std::size_t row_bytes = dispatch::payload_row_bytes(config.dtype, config.hidden);
+  const auto num_scales = static_cast<std::size_t>(dispatch::payload_num_scales(config.dtype, config.hidden));
+  if (in.x.size() != tokens * row_bytes) {
+    return invalid_argument("x", "must hold {} bytes (T_r x row bytes), got {}", tokens * row_bytes,
+                            in.x.size());
+  }
+  if (in.x_scales.size() != tokens * num_scales) {
+    return invalid_argument("x_scales", "must hold {} values, got {}", tokens * num_scales,
+                            in.x_scales.size());
+  }
+  if (!need_routing) return Status();
+  const std::size_t slots = tokens * static_cast<std::size_t>(config.top_k);
+  if (in.topk_idx.size() != slots || in.topk_weights.size() != slots) {
+    return invalid_argument("topk_idx",
+                            "topk_idx and topk_weights must hold T_r x K = {} values, got {} and {}", slots,
+                            in.topk_idx.size(), in.topk_weights.size());
+  }
+  for (std::size_t i = 0; i < slots; ++i) {
+    if (in.topk_idx[i] < -1 || in.topk_idx[i] >= config.num_experts) {
+      return invalid_argument("topk_idx", "entry {} must be in [-1, {}], got {}", i, config.num_experts - 1,
+                              in.topk_idx[i]);
+    }
+  }
+  return Status();
+}
+
+Status check_dispatch_output(const TransportConfig& config, int num_ranks, Layout layout,
+                             const DispatchOutput& out) {
+  const auto rows = static_cast<std::size_t>(recv_capacity_rows(layout, config, num_ranks));
+  const auto local = static_cast<std::size_t>(config.num_experts / num_ranks);
+  const auto k = static_cast<std::size_t>(config.top_k);
+  const std::size_t row_bytes = dispatch::payload_row_bytes(config.dtype, config.hidden);
+  const auto num_scales = static_cast<std::size_t>(dispatch::payload_num_scales(config.dtype, config.hidden));
+  auto need = [](std::string_view field, std::size_t want, std::size_t got) -> Status {
+    if (got < want) return invalid_argument(field, "must hold at least {} elements, got {}", want, got);
+    return Status();
+  };
+  EPS_RETURN_IF_ERROR(need("recv_x", rows * row_bytes, out.recv_x.size()));
+  EPS_RETURN_IF_ERROR(need("recv_x_scales", rows * num_scales, out.recv_x_scales.size()));
+  switch (layout) {
+    case Layout::kHtRankMajor:
+      EPS_RETURN_IF_ERROR(need("recv_topk_idx", rows * k, out.recv_topk_idx.size()));
+      EPS_RETURN_IF_ERROR(need("recv_topk_weights", rows * k, out.recv_topk_weights.size()));
+      return need("num_recv_tokens_per_expert", local, out.num_recv_tokens_per_expert.size());
+    case Layout::kHtExpertMajor:
+      EPS_RETURN_IF_ERROR(need("recv_weights", rows, out.recv_weights.size()));
+      return need("num_recv_tokens_per_expert", local, out.num_recv_tokens_per_expert.size());
+    case Layout::kLl:
+      EPS_RETURN_IF_ERROR(need("packed_recv_count", local, out.packed_recv_count.size()));
+      EPS_RETURN_IF_ERROR(need("src_info", rows, out.src_info.size()));
+      return need("layout_range", local * static_cast<std::size_t>(num_ranks), out.layout_range.size());
+  }
+  return Status();
+}
+
+Status check_combine_args(const TransportConfig& config, int num_ranks, const DispatchHandle& handle,
+                          int num_tokens, const CombineInput& in, const CombineOutput& out) {
+  const Layout kind = handle.layout_kind();
+  const bool ht_tree = in.tree != CombineTree::kLlWeighted;
+  if (ht_tree != (kind == Layout::kHtRankMajor)) {
+    return invalid_argument("tree", "{} cannot combine a {} dispatch", tree_name(in.tree), layout_name(kind));
+  }
+  const auto hidden = static_cast<std::size_t>(config.hidden);
+  const auto tokens = static_cast<std::size_t>(num_tokens);
+  const std::size_t rows = kind == Layout::kLl
+                               ? static_cast<std::size_t>(recv_capacity_rows(Layout::kLl, config, num_ranks))
+                               : static_cast<std::size_t>(handle.num_recv_rows());
+  if (in.x.size() < rows * hidden) {
+    return invalid_argument("x", "must hold at least {} bf16 values (rows x H), got {}", rows * hidden,
+                            in.x.size());
+  }
+  for (auto [field, bias] : {std::pair{"bias0", in.bias0}, std::pair{"bias1", in.bias1}}) {
+    if (!bias.empty() && (!ht_tree || bias.size() != tokens * hidden)) {
+      return invalid_argument(field, "must be empty or hold T_r x H = {} values on an ht tree, got {}",
+                              tokens * hidden, bias.size());
+    }
+  }
+  if (out.out.size() != tokens * hidden) {
+    return invalid_argument("out", "must hold T_r x H = {} values, got {}", tokens * hidden, out.out.size());
+  }
+  const std::size_t slots = tokens * static_cast<std::size_t>(config.top_k);
+  if (!out.combined_weights.empty() && out.combined_weights.size() != slots) {
+    return invalid_argument("combined_weights", "must be empty or hold T_r x K = {} values, got {}", slots,
+                            out.combined_weights.size());
+  }
+  return Status();
+}
+
+dispatch::DispatchLayout local_layout(const TransportConfig& config, int num_ranks, int rank, int num_tokens,
+                                      std::span<const int> topk_idx) {
+  const int local = config.num_experts / num_ranks;
+  dispatch::DispatchLayout l;
+  l.rank = rank;
+  l.num_tokens_per_rank.assign(static_cast<std::size_t>(num_ranks), 0);
+  l.num_tokens_per_expert.assign(static_cast<std::size_t>(config.num_experts), 0);
+  l.is_token_in_rank.assign(static_cast<std::size_t>(num_tokens) * num_ranks, 0);
+  for (int t = 0; t < num_tokens; ++t) {
+    for (int k = 0; k < config.top_k; ++k) {
+      const int e = topk_idx[static_cast<std::size_t>(t) * config.top_k + k];
+      if (e < 0) continue;
+      ++l.num_tokens_per_expert[static_cast<std::size_t>(e)];
+      std::uint8_t& in_rank = l.is_token_in_rank[static_cast<std::size_t>(t) * num_ranks + e / local];
+      if (in_rank == 0) ++l.num_tokens_per_rank[static_cast<std::size_t>(e / local)];
+      in_rank = 1;
+    }
+  }
+  return l;
+}
+
+std::vector<int> rank_prefix_matrix(int num_ranks, std::span<const int> all_per_rank) {
+  std::vector<int> prefix(all_per_rank.size(), 0);
+  for (int i = 0; i < num_ranks; ++i) {
+    for (int j = 0; j < num_ranks; ++j) {
+      const std::size_t at = static_cast<std::size_t>(i) * num_ranks + j;
+      prefix[at] = all_per_rank[at] + (i > 0 ? prefix[at - static_cast<std::size_t>(num_ranks)] : 0);
+    }
+  }
+  return prefix;
+}
+
+void localize_routing(const TransportConfig& config, int num_ranks, int rank, const std::int32_t* topk_idx,
+                      const float* topk_weights, int* recv_topk_idx, float* recv_topk_weights) {
+  const int local = config.num_experts / num_ranks;
+  for (int k = 0; k < config.top_k; ++k) {
+    const int e = topk_idx[k];
+    const bool here = e >= 0 && e / local == rank;
+    recv_topk_idx[k] = here ? e % local : -1;
+    recv_topk_weights[k] = here ? topk_weights[k] : 0.0f;
+  }
+}
+
+void count_rank_major(const TransportConfig& config, int num_ranks, std::int64_t rows,
+                      const DispatchOutput& out) {
+  const int local = config.num_experts / num_ranks;
+  const int align = config.expert_alignment;
+  std::vector<int> counts(static_cast<std::size_t>(local), 0);
+  for (std::size_t row = 0; row < static_cast<std::size_t>(rows); ++row) {
+    for (int k = 0; k < config.top_k; ++k) {
+      const int l = out.recv_topk_idx[row * config.top_k + k];
+      if (l >= 0) ++counts[static_cast<std::size_t>(l)];
+    }
+  }
+  for (int l = 0; l < local; ++l) {
+    out.num_recv_tokens_per_expert[static_cast<std::size_t>(l)] =
+        (counts[static_cast<std::size_t>(l)] + align - 1) / align * align;
+  }
+}
+
+// SPEC 5.5 ht-rank / ht-two-level: visiting q ascending adds each token's rows in the prescribed order.
+void reduce_ht(const TransportConfig& config, int num_ranks, int num_tokens, CombineTree tree,
+               std::span<const int> peer_begin, std::span<const int> record_token,
+               std::span<const bf16* const> rows, std::span<const bf16> bias0, std::span<const bf16> bias1,
+               std::span<bf16> out) {
+  const auto hidden = static_cast<std::size_t>(config.hidden);
+  std::vector<float> acc(static_cast<std::size_t>(num_tokens) * hidden);
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    const float b0 = bias0.empty() ? 0.0f : bias0[i].to_float();
+    const float b1 = bias1.empty() ? 0.0f : bias1[i].to_float();
+    acc[i] = b0 + b1;
+  }
+  const bool two_level = tree == CombineTree::kHtTwoLevel;
+  const int per_node = two_level ? config.ranks_per_node : 1;
+  std::vector<float> node_acc(two_level ? acc.size() : 0, 0.0f);
+  std::vector<std::uint8_t> touched(two_level ? static_cast<std::size_t>(num_tokens) : 0, 0);
+  for (int node_begin = 0; node_begin < num_ranks; node_begin += per_node) {
+    for (int q = node_begin; q < node_begin + per_node; ++q) {
+      for (int i = peer_begin[static_cast<std::size_t>(q)]; i < peer_begin[static_cast<std::size_t>(q) + 1];
+           ++i) {
+        const auto t = static_cast<std::size_t>(record_token[static_cast<std::size_t>(i)]);
+        const bf16* row = rows[static_cast<std::size_t>(i)];
+        float* dst = two_level ? node_acc.data() + t * hidden : acc.data() + t * hidden;
+        for (std::size_t c = 0; c < hidden; ++c) dst[c] = dst[c] + row[c].to_float();
+        if (two_level) touched[t] = 1;
+      }
+    }
+    if (!two_level) continue;
+    for (std::size_t t = 0; t < touched.size(); ++t) {
+      if (touched[t] == 0) continue;
+      for (std::size_t c = 0; c < hidden; ++c) {
+        acc[t * hidden + c] = acc[t * hidden + c] + round_to_bf16(node_acc[t * hidden + c]);
+        node_acc[t * hidden + c] = 0.0f;
+      }
+      touched[t] = 0;
+    }
+  }
+  for (std::size_t i = 0; i < acc.size(); ++i) out[i] = bf16::from_float(acc[i]);
+}
+
+// SPEC 5.5 ll-weighted: per token, valid slots in ascending k.
+void reduce_ll(const TransportConfig& config, int num_tokens, std::span<const float> topk_weights,
+               std::span<const bf16* const> slot_rows, std::span<bf16> out) {
+  const auto hidden = static_cast<std::size_t>(config.hidden);
+  const int k_max = config.top_k;
+  std::vector<float> acc(hidden);
+  for (std::size_t t = 0; t < static_cast<std::size_t>(num_tokens); ++t) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int k = 0; k < k_max; ++k) {
+      const bf16* y = slot_rows[t * k_max + k];
+      if (y == nullptr) continue;
+      const float w = topk_weights[t * k_max + k];
+      for (std::size_t c = 0; c < hidden; ++c) acc[c] = acc[c] + w * y[c].to_float();
+    }
+    for (std::size_t c = 0; c < hidden; ++c) out[t * hidden + c] = bf16::from_float(acc[c]);
+  }
+}
+
+void write_combined_weights(std::span<const int> topk_idx, std::span<const float> topk_weights,
+                            std::span<float> out) {
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = topk_idx[i] >= 0 ? topk_weights[i] : 0.0f;
+}
+
+}  // namespace eps::transport
