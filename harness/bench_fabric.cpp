@@ -168,6 +168,12 @@ struct FabricPlan {
   std::size_t region_bytes = 0;  // per region: max over sizes of slots * size
 };
 
+std::string fabric_flags() {
+  std::vector<std::string> flags;
+  for (const std::string& name : bench_fabric_param_names()) flags.push_back("--" + name);
+  return fmt::format("{}", fmt::join(flags, ", "));
+}
+
 Status refuse_transport_flags(const Params& p) {
   for (const ParamSpec& spec : bench_command_specs()) {
     const auto& used = bench_fabric_param_names();
@@ -177,7 +183,7 @@ Status refuse_transport_flags(const Params& p) {
           flag_name(spec),
           "is a flag of the transport ops; 'bench fabric' measures raw puts of --sizes bytes "
           "and takes {}",
-          fmt::join(bench_fabric_param_names(), ", "));
+          fabric_flags());
     }
   }
   return Status();
@@ -481,14 +487,18 @@ struct Measured {
   std::optional<CheckOutcome> check;
 };
 
-template <typename Iteration>
-Result<RankTimes> time_loop(const FabricPlan& plan, Iteration iteration, double scale) {
+// `settle` runs after the last iteration, before the MPI exchange of the times: for puts the fabric barrier,
+// because a rank that has its own completions may still have to drive progress for a peer's (providers
+// such as tcp;ofi_rxm acknowledge delivery-complete puts only while the target polls).
+template <typename Iteration, typename Settle>
+Result<RankTimes> time_loop(const FabricPlan& plan, Iteration iteration, Settle settle, double scale) {
   for (int i = 0; i < plan.warmup; ++i) EPS_RETURN_IF_ERROR(iteration().status());
   std::vector<double> local(static_cast<std::size_t>(plan.iters));
   for (double& t : local) {
     EPS_ASSIGN_OR_RETURN(t, iteration());
     t *= scale;
   }
+  EPS_RETURN_IF_ERROR(settle());
   return max_over_ranks(local, Deadline(plan.timeout));
 }
 
@@ -534,9 +544,11 @@ Result<SizeResult> measure_size(PutEngine& e, CopyEngine& copy, const FabricPlan
   const auto bw = [&] { return bandwidth_iteration(e, plan, bytes); };
   const auto lat = [&] { return latency_iteration(e, plan, bytes); };
   const auto cp = [&] { return copy.iteration(e.src(), bytes, plan); };
-  EPS_ASSIGN_OR_RETURN(r.bandwidth.times, time_loop(plan, bw, 1.0));
-  EPS_ASSIGN_OR_RETURN(r.latency.times, time_loop(plan, lat, 0.5));
-  EPS_ASSIGN_OR_RETURN(r.copy.times, time_loop(plan, cp, 1.0));
+  const auto fabric_barrier = [&] { return e.barrier(); };
+  const auto nothing = [] { return Status(); };  // the copy's flags need no progress
+  EPS_ASSIGN_OR_RETURN(r.bandwidth.times, time_loop(plan, bw, fabric_barrier, 1.0));
+  EPS_ASSIGN_OR_RETURN(r.latency.times, time_loop(plan, lat, fabric_barrier, 0.5));
+  EPS_ASSIGN_OR_RETURN(r.copy.times, time_loop(plan, cp, nothing, 1.0));
   if (!plan.check) return r;
   const std::size_t window_bytes = bench_fabric::window_slots(bytes, plan.window) * bytes;
   const int rank = mpi::rank();

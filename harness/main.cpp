@@ -59,8 +59,9 @@ int main(int argc, char** argv) {
   info_command.bind(*info);
 
   eps::BenchCommand bench_command;
-  CLI::App* bench = app.add_subcommand(
-      "bench", "Measure a transport: dispatch, combine or roundtrip (mpirun -np N epsuite bench OP ...)");
+  CLI::App* bench = app.add_subcommand("bench",
+                                       "Measure a transport (dispatch, combine, roundtrip) or a fabric "
+                                       "(fabric): mpirun -np N epsuite bench OP");
   bench_command.bind(*bench);
 
   eps::PlotCommand plot_command;

@@ -9,6 +9,7 @@
 // Every rank checks what it receives; the MPI-aware runner re-raises other ranks' failures on rank 0. The
 // rank counts of ctest (1, 2, 3, 4, 8) give puts to self only, a pair, a non-power of two and
 // oversubscription.
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <chrono>
@@ -751,6 +752,48 @@ TEST(FabricFactory, ChaosWrapsTheNamedFabric) {
                 "--chaos seed=3,window=2,split=4096,delay=4,empty=10,backpressure=5 schedule 0x"),
             std::string::npos)
       << (*made)->describe();
+}
+
+// Fabric::flush (SPEC 6.3 decorator, fabric.hpp): after flush every held put has left the chaos decorator,
+// so a peer receives it although the sender stops polling. Rank 0 puts 64 immediates to rank 1 through a
+// wide window with long completion delays, flushes and waits in MPI only; rank 1 must still receive them
+// all (without flush they would stay in rank 0's pool and rank 1 would time out). Over chaos(shm), whose
+// inner fabric places at post time.
+TEST(ChaosFlush, FlushedPutsArriveWithoutFurtherPolling) {
+  EPS_SKIP_UNLESS(mpi::size() >= 2, "needs a peer");
+  Result<std::unique_ptr<Fabric>> made =
+      fabric::make_fabric("shm", MPI_COMM_WORLD, timeout_seconds(), "seed=5,window=48,delay=50,empty=0");
+  EPS_SKIP_UNLESS(made.ok() || made.status().code() != StatusCode::kEnvironment, made.status().message());
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  Fabric& f = **made;
+  constexpr int kPuts = 64;
+  Result<Region> src = f.allocate(8);
+  Result<Region> dst = f.allocate(8);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  Tally tally;
+  if (f.rank() == 0) {
+    for (int i = 0; i < kPuts; ++i) {
+      EPS_ASSERT_OK(post(f, PutOp{1, src->id, 0, dst->id, 0, 8, static_cast<std::uint32_t>(i), 1u}, tally));
+    }
+    EPS_ASSERT_OK(f.flush(test_deadline()));
+  } else if (f.rank() == 1) {
+    Status failure;
+    const Status waited = wait_until(
+        Deadline(10.0),
+        [&] {
+          failure = drain(f, tally);
+          return !failure.ok() || tally.remote.size() >= static_cast<std::size_t>(kPuts);
+        },
+        [&] { return fmt::format("{} of 64 flushed immediates from rank 0", tally.remote.size()); });
+    EXPECT_TRUE(waited.ok() && failure.ok())
+        << waited.message() << failure.message() << " on " << f.describe();
+    std::vector<std::uint32_t> got = tally.remote;
+    std::sort(got.begin(), got.end());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], static_cast<std::uint32_t>(i));
+  }
+  EPS_ASSERT_OK(mpi::barrier(MPI_COMM_WORLD, test_deadline()));  // rank 0 does not poll its fabric here
+  EPS_ASSERT_OK(f.quiet(test_deadline()));
+  EPS_ASSERT_OK(f.barrier(test_deadline()));
 }
 
 // The shm fabric's completion ring (kRingEntries per source) pushes back when the target does not poll.

@@ -46,7 +46,11 @@ def load_document(path):
     results = document.get("results")
     if not isinstance(results, list) or not results:
         raise InputError(f"{path}: results: must be a non-empty list of cases")
-    cases = [parse_case(path, i, c) for i, c in enumerate(results)]
+    # `bench fabric` cases (raw puts against message size, no tokens axis) are not drawn by this script.
+    cases = [parse_case(path, i, c) for i, c in enumerate(results)
+             if not (isinstance(c, dict) and c.get("op") == "fabric")]
+    if not cases:
+        raise InputError(f"{path}: results: only `bench fabric` cases, which epsuite plot does not draw yet")
     return {"path": path, "platform": platform_label(document), "config": config_text(document, cases),
             "cases": cases}
 

@@ -32,7 +32,7 @@
 // completions delivered, in issue order (verbs RC, libfabric with FI_ORDER_WAW and ordered CQ data, shm);
 // false otherwise (EFA SRD, the chaos decorator). Nothing orders puts of different initiators.
 //
-// Quiet and barrier. `quiet(deadline)` returns once every put this rank posted before the call has its
+// Quiet, flush and barrier. `quiet(deadline)` returns once every put this rank posted before the call has its
 // local completion; it counts outstanding puts (SPEC 7.2) and keeps every completion it drains for later
 // poll calls, so none is lost. `barrier(deadline)` is collective over the fabric's ranks and is itself
 // carried by the fabric (puts with reserved immediates, see kImmReservedKind); its completions never reach
@@ -108,6 +108,10 @@ class Fabric {
   virtual Result<bool> try_put(const PutOp& op) = 0;
   virtual Result<std::size_t> poll(std::span<Completion> out) = 0;
   virtual Status quiet(const Deadline& deadline) = 0;
+  // Hands every put posted so far to the provider without waiting for completions: a layer that holds
+  // puts back (the chaos decorator) releases them all, polling as it must; concrete fabrics, which post
+  // at once, return at once. Call it before a stretch without polling while peers may wait for those puts.
+  virtual Status flush(const Deadline& deadline) = 0;
   virtual Status barrier(const Deadline& deadline) = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstddef>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <unordered_map>
@@ -113,9 +114,12 @@ class ChaosFabric final : public Fabric {
   Result<bool> try_put(const PutOp& op) override;
   Result<std::size_t> poll(std::span<Completion> out) override;
   Status quiet(const Deadline& deadline) override;
+  Status flush(const Deadline& deadline) override;
   Status barrier(const Deadline& deadline) override { return inner_->barrier(deadline); }
 
  private:
+  Status release_until(const Deadline& deadline, const std::function<bool()>& done,
+                       const std::function<std::string()>& describe_wait);
   // A caller's put in flight. Its chunks carry the put's id as inner context.
   struct Put {
     std::uint64_t context = 0;
@@ -296,22 +300,46 @@ Result<std::size_t> ChaosFabric::poll(std::span<Completion> out) {
   return n;
 }
 
-// Flushes the pool (still in random order) until every put has all its inner local completions; the
-// caller's completions stay queued for later polls.
-Status ChaosFabric::quiet(const Deadline& deadline) {
+// Drains the inner fabric and releases the whole pool (still in random order) until `done`; the caller's
+// completions stay queued for later polls.
+Status ChaosFabric::release_until(const Deadline& deadline, const std::function<bool()>& done,
+                                  const std::function<std::string()>& describe_wait) {
   Status failure;
   EPS_RETURN_IF_ERROR(wait_until(
       deadline,
       [&] {
         failure = drain_inner();
         if (failure.ok()) failure = release(pool_.size()).status();
-        return !failure.ok() || puts_.empty();
+        return !failure.ok() || done();
       },
-      [&] {
+      describe_wait));
+  return failure;
+}
+
+// Until every put has all its inner local completions.
+Status ChaosFabric::quiet(const Deadline& deadline) {
+  return release_until(
+      deadline, [this] { return puts_.empty(); },
+      [this] {
         return fmt::format("quiet on {}: {} puts still without a local completion ({} chunks held)",
                            describe(), puts_.size(), pool_.size());
-      }));
-  return failure;
+      });
+}
+
+// Until nothing is held: the pool is empty and every withheld immediate chunk was released (after its
+// put's other chunks completed).
+Status ChaosFabric::flush(const Deadline& deadline) {
+  const auto withheld = [this] {
+    std::size_t n = 0;
+    for (const auto& entry : puts_) n += entry.second.imm_chunk ? 1 : 0;
+    return n;
+  };
+  return release_until(
+      deadline, [&] { return pool_.empty() && withheld() == 0; },
+      [&] {
+        return fmt::format("flush on {}: {} chunks held, {} immediates withheld", describe(), pool_.size(),
+                           withheld());
+      });
 }
 
 }  // namespace

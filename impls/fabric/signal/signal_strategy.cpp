@@ -167,6 +167,7 @@ class RecvCount final : public StrategyBase {
       : StrategyBase(shape, rank), counted_(static_cast<std::size_t>(2 * shape.ranks * shape.channels), 0) {}
 
   std::string_view name() const override { return "recv-count"; }
+  bool per_channel_puts() const override { return true; }
 
   Result<std::optional<std::uint32_t>> data_imm(int, int parity, int channel, int tokens) override {
     if (channel >= shape_.channels) return out_of_range("imm.channel", 0, shape_.channels - 1, channel);

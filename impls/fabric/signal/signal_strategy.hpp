@@ -64,6 +64,9 @@ class SignalStrategy {
   virtual Result<std::uint32_t> signal_imm(int peer, int parity) = 0;
   // sender-barrier: the signal may only be posted after the stream's data puts completed locally.
   virtual bool signal_after_local_completion() const { return false; }
+  // recv-count: every data put must carry rows of one channel only (its immediate names the channel);
+  // the other strategies let a transport put a stream's rows of several channels at once.
+  virtual bool per_channel_puts() const { return false; }
 
   // Receiver side: every remote completion of the fabric goes through on_remote (kInvalidArgument for a
   // malformed, out-of-window or duplicate immediate, naming the source and values).

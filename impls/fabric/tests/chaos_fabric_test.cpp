@@ -61,6 +61,7 @@ class RecordingFabric final : public Fabric {
     return n;
   }
   Status quiet(const Deadline&) override { return Status(); }
+  Status flush(const Deadline&) override { return Status(); }
   Status barrier(const Deadline&) override {
     ++barriers_;
     return Status();

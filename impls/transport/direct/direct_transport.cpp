@@ -22,8 +22,8 @@ using fabric::Completion;
 using fabric::CompletionKind;
 using fabric::PutOp;
 
-constexpr std::uint64_t kDataContext = 1;
-constexpr std::uint64_t kSignalContext = 2;
+// Put contexts: bit 0 = parity of the operation, bit 1 = signal put.
+constexpr std::uint64_t kSignalBit = 2;
 constexpr std::size_t kMaxDirectPutBytes = std::size_t{4} << 20;
 constexpr std::size_t kSlotHeaderBytes = 16;  // token, slot, expert, weight (SPEC 5.6)
 
@@ -99,7 +99,12 @@ class DirectTransport final : public Transport {
   Status exchange(const std::vector<std::vector<Piece>>& pieces, std::size_t record_bytes);
   Status post(const PutOp& op);
   Status pump();
+  Status begin_operation();
   Status finish_operation();
+  int parity() const { return static_cast<int>(operation_ & 1); }
+  std::byte* send_base() const {
+    return send_.local.data() + static_cast<std::size_t>(parity()) * send_bytes_;
+  }
   std::span<const std::int32_t> received_record(int source) const;
   std::byte* recv_base(int parity) const;
   std::string where() const;
@@ -120,8 +125,12 @@ class DirectTransport final : public Transport {
   std::vector<std::int32_t> my_tokens_per_rank_;  // this operation's first R record entries
   std::vector<std::int32_t> channel_counts_;      // [R * L]: records per (destination, channel)
   std::uint64_t operation_ = 0;
-  std::int64_t data_posted_ = 0;
-  std::int64_t data_completed_ = 0;
+  std::size_t send_bytes_ = 0;
+  // Per parity: puts posted and locally completed (all, and data puts only, for sender-barrier).
+  std::int64_t posted_[2] = {0, 0};
+  std::int64_t completed_[2] = {0, 0};
+  std::int64_t data_posted_[2] = {0, 0};
+  std::int64_t data_completed_[2] = {0, 0};
   std::vector<Completion> completions_;
 };
 
@@ -162,13 +171,12 @@ int DirectTransport::rows_per_put(std::size_t row_bytes) const {
 Status DirectTransport::setup() {
   const auto t_max = static_cast<std::size_t>(config_.max_tokens_per_rank);
   const auto ranks = static_cast<std::size_t>(size_);
-  const auto l = static_cast<std::size_t>(local());
   const std::size_t combine_row = 2 * static_cast<std::size_t>(config_.hidden);
-  recv_parity_bytes_ = std::max({ranks * t_max * rank_record_, l * ranks * t_max * slot_record_,
+  recv_parity_bytes_ = std::max({ranks * t_max * rank_record_, ranks * combine_rows_per_peer_ * slot_record_,
                                  ranks * combine_rows_per_peer_ * combine_row, std::size_t{16}});
-  const std::size_t send_bytes = std::max({t_max * std::min<std::size_t>(config_.top_k, ranks) * rank_record_,
-                                           t_max * static_cast<std::size_t>(config_.top_k) * slot_record_,
-                                           ranks * combine_rows_per_peer_ * combine_row, std::size_t{16}});
+  send_bytes_ = std::max({t_max * std::min<std::size_t>(config_.top_k, ranks) * rank_record_,
+                          t_max * static_cast<std::size_t>(config_.top_k) * slot_record_,
+                          ranks * combine_rows_per_peer_ * combine_row, std::size_t{16}});
 
   const auto puts_for = [](std::size_t records, int per_put) {
     return static_cast<int>((records + static_cast<std::size_t>(per_put) - 1) /
@@ -182,9 +190,9 @@ Status DirectTransport::setup() {
   EPS_ASSIGN_OR_RETURN(signal_, fabric::make_signal_strategy(config_.signal, fabric_->ordered(),
                                                              config_.allow_unsafe, shape, rank_));
   const std::size_t record = 4 * static_cast<std::size_t>(record_ints());
-  EPS_ASSIGN_OR_RETURN(send_, fabric_->allocate(send_bytes));
+  EPS_ASSIGN_OR_RETURN(send_, fabric_->allocate(2 * send_bytes_));
   EPS_ASSIGN_OR_RETURN(recv_, fabric_->allocate(2 * recv_parity_bytes_));
-  EPS_ASSIGN_OR_RETURN(signal_send_, fabric_->allocate(ranks * record));
+  EPS_ASSIGN_OR_RETURN(signal_send_, fabric_->allocate(2 * ranks * record));
   EPS_ASSIGN_OR_RETURN(signal_recv_, fabric_->allocate(2 * ranks * record));
   return fabric_->barrier(Deadline(config_.timeout_seconds));
 }
@@ -244,7 +252,7 @@ void DirectTransport::pack_dispatch(const DirectHandle& h, const DispatchInput& 
   const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
   const int k_max = config_.top_k;
   for (std::size_t i = 0; i < h.send_token.size(); ++i) {
-    std::byte* at = send_.local.data() + i * rec;
+    std::byte* at = send_base() + i * rec;
     const int t = h.send_token[i];
     const std::size_t routing = static_cast<std::size_t>(t) * k_max;
     if (h.kind == Layout::kHtRankMajor) {
@@ -283,15 +291,27 @@ std::vector<std::vector<Piece>> DirectTransport::dispatch_pieces(const DirectHan
     }
     return pieces;
   }
+  // LL: the records for q are contiguous in (l, t) order and land contiguously in q's slot for this source;
+  // one put per local expert only where the strategy counts per channel (recv-count).
+  const std::size_t slot = static_cast<std::size_t>(rank_) * combine_rows_per_peer_ * rec;
   for (int q = 0; q < size_; ++q) {
+    const int stream_first = h.send_begin[static_cast<std::size_t>(q)];
+    const int stream_records = h.send_begin[static_cast<std::size_t>(q) + 1] - stream_first;
+    if (!signal_->per_channel_puts()) {
+      if (stream_records > 0) {
+        pieces[static_cast<std::size_t>(q)].push_back(
+            {static_cast<std::size_t>(stream_first) * rec, slot, stream_records, 0});
+      }
+      continue;
+    }
     for (int l = 0; l < local(); ++l) {
       const std::size_t block = static_cast<std::size_t>(q) * local() + l;
       const int first = h.send_block[block];
       const int n = h.send_block[block + 1] - first;
       if (n == 0) continue;
-      const std::size_t slot = (static_cast<std::size_t>(l) * size_ + rank_) * t_max;
       pieces[static_cast<std::size_t>(q)].push_back(
-          {static_cast<std::size_t>(first) * rec, slot * rec, n, l});
+          {static_cast<std::size_t>(first) * rec, slot + static_cast<std::size_t>(first - stream_first) * rec,
+           n, l});
     }
   }
   return pieces;
@@ -314,7 +334,9 @@ Status DirectTransport::pump() {
     for (std::size_t i = 0; i < n; ++i) {
       const Completion& c = completions_[i];
       if (c.kind == CompletionKind::kLocal) {
-        if (c.context == kDataContext) ++data_completed_;
+        const auto p = static_cast<std::size_t>(c.context & 1);
+        ++completed_[p];
+        if ((c.context & kSignalBit) == 0) ++data_completed_[p];
         continue;
       }
       const Status status = signal_->on_remote(c.imm);
@@ -344,7 +366,9 @@ Status DirectTransport::post(const PutOp& op) {
         return fmt::format("room to post a put of {} bytes to rank {} ({})", op.bytes, op.peer, where());
       });
   EPS_RETURN_IF_ERROR(waited);
-  return failure;
+  EPS_RETURN_IF_ERROR(failure);
+  ++posted_[op.context & 1];
+  return Status();
 }
 
 Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, std::size_t record_bytes) {
@@ -352,7 +376,6 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
   const int per_put = rows_per_put(record_bytes);
   const std::size_t ints = static_cast<std::size_t>(record_ints());
   const Deadline deadline(config_.timeout_seconds);
-  data_posted_ = data_completed_ = 0;
   // Data puts, destinations in rotated order so that no rank is everyone's first target.
   for (int step = 0; step < size_; ++step) {
     const int q = (rank_ + 1 + step) % size_;
@@ -362,11 +385,11 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
         const std::size_t skip = static_cast<std::size_t>(done) * record_bytes;
         EPS_ASSIGN_OR_RETURN(std::optional<std::uint32_t> imm,
                              signal_->data_imm(q, parity, piece.channel, n));
-        EPS_RETURN_IF_ERROR(
-            post({q, send_.id, piece.local_offset + skip, recv_.id,
-                  static_cast<std::size_t>(parity) * recv_parity_bytes_ + piece.remote_offset + skip,
-                  static_cast<std::size_t>(n) * record_bytes, imm, kDataContext}));
-        ++data_posted_;
+        EPS_RETURN_IF_ERROR(post(
+            {q, send_.id, static_cast<std::size_t>(parity) * send_bytes_ + piece.local_offset + skip,
+             recv_.id, static_cast<std::size_t>(parity) * recv_parity_bytes_ + piece.remote_offset + skip,
+             static_cast<std::size_t>(n) * record_bytes, imm, static_cast<std::uint64_t>(parity)}));
+        ++data_posted_[parity];
       }
     }
   }
@@ -376,25 +399,26 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
         deadline,
         [&] {
           failure = pump();
-          return !failure.ok() || data_completed_ == data_posted_;
+          return !failure.ok() || data_completed_[parity] == data_posted_[parity];
         },
         [&] {
-          return fmt::format("local completions of {} data puts, {} seen ({})", data_posted_, data_completed_,
-                             where());
+          return fmt::format("local completions of {} data puts, {} seen ({})", data_posted_[parity],
+                             data_completed_[parity], where());
         }));
     EPS_RETURN_IF_ERROR(failure);
   }
   // Signal records: this rank's tokens per rank, then per-channel record counts for the destination.
-  auto* records = reinterpret_cast<std::int32_t*>(signal_send_.local.data());
+  auto* records = reinterpret_cast<std::int32_t*>(signal_send_.local.data()) +
+                  static_cast<std::size_t>(parity) * size_ * ints;
   for (int step = 0; step < size_; ++step) {
     const int q = (rank_ + 1 + step) % size_;
     std::int32_t* record = records + static_cast<std::size_t>(q) * ints;
     std::copy(my_tokens_per_rank_.begin(), my_tokens_per_rank_.end(), record);
     std::copy_n(channel_counts_.begin() + static_cast<std::ptrdiff_t>(q) * local(), local(), record + size_);
     EPS_ASSIGN_OR_RETURN(std::uint32_t imm, signal_->signal_imm(q, parity));
-    EPS_RETURN_IF_ERROR(
-        post({q, signal_send_.id, static_cast<std::size_t>(q) * ints * 4, signal_recv_.id,
-              (static_cast<std::size_t>(parity) * size_ + rank_) * ints * 4, ints * 4, imm, kSignalContext}));
+    EPS_RETURN_IF_ERROR(post({q, signal_send_.id, (static_cast<std::size_t>(parity) * size_ + q) * ints * 4,
+                              signal_recv_.id, (static_cast<std::size_t>(parity) * size_ + rank_) * ints * 4,
+                              ints * 4, imm, kSignalBit | static_cast<std::uint64_t>(parity)}));
   }
   // Every source's stream: the strategy decides when its data is placed (SPEC 6.2).
   int waiting_for = 0;
@@ -420,12 +444,33 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
   return failure;
 }
 
-// Frees the parity's state for reuse two operations later and the send region for the next one.
+// The send region and signal records of this parity were last used two operations ago: wait for those
+// puts' local completions (peers are polling by now, so providers with manual progress complete them).
+Status DirectTransport::begin_operation() {
+  const int p = parity();
+  Status failure;
+  EPS_RETURN_IF_ERROR(wait_until(
+      Deadline(config_.timeout_seconds),
+      [&] {
+        failure = pump();
+        return !failure.ok() || completed_[p] == posted_[p];
+      },
+      [&] {
+        return fmt::format("local completions of the {} puts of operation {}, {} seen ({})", posted_[p],
+                           operation_ - 2, completed_[p], where());
+      }));
+  EPS_RETURN_IF_ERROR(failure);
+  posted_[p] = completed_[p] = data_posted_[p] = data_completed_[p] = 0;
+  return Status();
+}
+
+// Frees the parity's signal state for reuse two operations later. Puts are only flushed, not awaited:
+// a peer may wait for them while this rank computes or sits in MPI; their completions are awaited when
+// this parity comes round again (begin_operation) or at teardown.
 Status DirectTransport::finish_operation() {
-  const int parity = static_cast<int>(operation_ & 1);
-  for (int s = 0; s < size_; ++s) signal_->retire(s, parity);
+  for (int s = 0; s < size_; ++s) signal_->retire(s, parity());
   ++operation_;
-  return fabric_->quiet(Deadline(config_.timeout_seconds));
+  return fabric_->flush(Deadline(config_.timeout_seconds));
 }
 
 void DirectTransport::unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const {
@@ -463,11 +508,16 @@ void DirectTransport::unpack_ll(DirectHandle& h, const DispatchOutput& out) cons
   const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
   h.ll_ranges.assign(static_cast<std::size_t>(local()) * size_, LlRange{0, 0});
   h.num_rows = 0;
+  // Source s's records sit contiguously in its slot, local expert l's block after those of experts < l.
+  std::vector<std::size_t> block_start(static_cast<std::size_t>(size_), 0);
   for (int l = 0; l < local(); ++l) {
     int begin = 0;
     for (int s = 0; s < size_; ++s) {
       const int n = received_record(s)[static_cast<std::size_t>(size_ + l)];
-      const std::byte* at = base + (static_cast<std::size_t>(l) * size_ + s) * t_max * slot_record_;
+      std::size_t& start = block_start[static_cast<std::size_t>(s)];
+      const std::byte* at =
+          base + (static_cast<std::size_t>(s) * combine_rows_per_peer_ + start) * slot_record_;
+      start += static_cast<std::size_t>(n);
       for (int i = 0; i < n; ++i, at += slot_record_) {
         const std::size_t row = static_cast<std::size_t>(l) * capacity + static_cast<std::size_t>(begin + i);
         std::int32_t token = 0;
@@ -491,6 +541,7 @@ void DirectTransport::unpack_ll(DirectHandle& h, const DispatchOutput& out) cons
 
 Status DirectTransport::run_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out,
                                      bool fresh) {
+  EPS_RETURN_IF_ERROR(begin_operation());
   pack_dispatch(h, in);
   channel_counts_.assign(static_cast<std::size_t>(size_) * local(), 0);
   const int per_peer = h.kind == Layout::kLl ? local() : 1;
@@ -561,6 +612,7 @@ Status DirectTransport::combine(const DispatchHandle& handle, const CombineInput
   const std::size_t row = 2 * hidden;
   const std::size_t capacity =
       static_cast<std::size_t>(size_) * static_cast<std::size_t>(config_.max_tokens_per_rank);
+  EPS_RETURN_IF_ERROR(begin_operation());
   // Expert side: each source's rows go back in the order the source sent them.
   std::vector<std::vector<Piece>> pieces(static_cast<std::size_t>(size_));
   channel_counts_.assign(static_cast<std::size_t>(size_) * local(), 0);
@@ -570,14 +622,13 @@ Status DirectTransport::combine(const DispatchHandle& handle, const CombineInput
     if (h->kind == Layout::kHtRankMajor) {
       const int b = h->recv_begin[static_cast<std::size_t>(s)];
       const int n = h->recv_begin[static_cast<std::size_t>(s) + 1] - b;
-      std::memcpy(send_.local.data() + packed * row, in.x.data() + static_cast<std::size_t>(b) * hidden,
-                  n * row);
+      std::memcpy(send_base() + packed * row, in.x.data() + static_cast<std::size_t>(b) * hidden, n * row);
       packed += static_cast<std::size_t>(n);
     } else {
       for (int l = 0; l < local(); ++l) {
         const LlRange r = h->ll_ranges[static_cast<std::size_t>(l) * size_ + s];
         const std::size_t src = static_cast<std::size_t>(l) * capacity + static_cast<std::size_t>(r.begin);
-        std::memcpy(send_.local.data() + packed * row, in.x.data() + src * hidden,
+        std::memcpy(send_base() + packed * row, in.x.data() + src * hidden,
                     static_cast<std::size_t>(r.count) * row);
         packed += static_cast<std::size_t>(r.count);
       }

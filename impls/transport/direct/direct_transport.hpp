@@ -6,7 +6,8 @@
 // Protocol. Every operation (dispatch, cached dispatch, combine) is one exchange: each rank packs, per
 // destination, the records it sends into a registered send region and puts them straight into fixed slots of
 // the destination's registered receive region (no count exchange first: a slot per source holds T_max
-// records, or per (local expert, source) for LL, as in DeepEP's low-latency layout), then puts one signal
+// rank-major records, or T_max x min(K, L) LL records in (local expert, token) order, found again through
+// the counts of the signal record), then puts one signal
 // record per destination (its own tokens-per-rank row, for the SPEC 5.1 rank prefix matrix, and per-channel
 // record counts) into the destination's signal region. The receiver waits until the signal strategy calls
 // every source's stream complete (every wait bounded by the timeout, SPEC 10), then unpacks into the
@@ -14,11 +15,14 @@
 // the LL output is ordered. Combine returns each received row to its source in the order the source sent
 // them, into a per-peer slot of the source's receive region; the source reduces straight from there.
 // Records: rank-major = token, K expert ids, K weights, row, fp8 scales; LL = token, slot, expert, weight
-// (16 bytes, SPEC 5.6), row, scales.
+// (16 bytes, SPEC 5.6), row, scales. A stream's records go in one put (split at 4 MiB / 8191 records),
+// except under recv-count, whose immediates name one local expert per put.
 //
 // Operations alternate two receive/signal buffer sets by parity; a rank starts operation n+1 only after
 // receiving everything of n, which its peers sent only after finishing n-1, so a parity's buffers are never
-// overwritten while in use. Each operation ends with a fabric quiet, so the send region is free again.
+// overwritten while in use. The send region and signal records alternate too: an operation only flushes
+// its puts (Fabric::flush) and waits for their local completions when its parity comes round again, two
+// operations later, by which time the peers have polled them through; teardown quiets and meets the peers.
 //
 // Declares: layouts ht-rank-major and ll (ordered); trees ht-rank, ht-two-level, ll-weighted; bf16, fp8;
 // cached dispatch; host memory; at most 64 ranks (the 6-bit source field of the immediates).
