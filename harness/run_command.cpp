@@ -26,7 +26,8 @@ constexpr const char* kModes[] = {"ht", "ll"};
 
 std::vector<ParamSpec> run_param_specs() {
   std::vector<ParamSpec> specs;
-  for (std::string_view name : {"transport", "preset", "tokens", "ranks-per-node", "timeout", "strict"}) {
+  for (std::string_view name : {"transport", "preset", "tokens", "ranks-per-node", "timeout", "strict",
+                                "fabric", "signal", "chaos", "allow-unsafe"}) {
     specs.push_back(param_spec(name));
   }
   specs.push_back({.name = "out",
@@ -56,7 +57,11 @@ Result<std::unique_ptr<Params>> bench_params(const Params& run, const std::strin
       {"warmup", fmt::format("{}", run.integer("warmup"))},
       {"check", "true"},
       {"mode", mode},
-      {"json", json_path}};
+      {"json", json_path},
+      {"fabric", run.string("fabric")},
+      {"signal", run.string("signal")},
+      {"chaos", run.string("chaos")},
+      {"allow-unsafe", run.enabled("allow-unsafe") ? "true" : "false"}};
   if (run.source("tokens") != ParamSource::kDefault) values["tokens"] = run.sweep("tokens").text;
   std::vector<ParamSpec> specs = bench_command_specs();
   std::map<std::string, std::string> by_env;
@@ -109,6 +114,11 @@ int RunCommand::run(const std::vector<std::string>& argv) {
     Result<std::vector<std::string>> transports = transport::select_transports(params_->string("transport"));
     status = transports.status();
     if (transports.ok()) conformance::set_selected_transports(*transports);
+  }
+  if (status.ok()) {  // --fabric/--signal/--chaos: an invalid combination is refused up front (exit 2)
+    conformance::set_fabric_selection({params_->string("fabric"), params_->string("signal"),
+                                       params_->string("chaos"), params_->enabled("allow-unsafe")});
+    status = conformance::preflight_transports(timeout);
   }
   if (status.ok()) {  // refuse a preset this rank count cannot run before doing anything (exit 2)
     const auto ranks_per_node = static_cast<int>(params_->integer("ranks-per-node"));  // 0: one node
