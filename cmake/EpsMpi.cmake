@@ -37,6 +37,7 @@ function(eps_add_mpi_run name)
       TIMEOUT ${ARG_TIMEOUT}
       LABELS "mpi;np${np};${ARG_LABELS}"
       ENVIRONMENT "${EPS_MPI_TEST_ENVIRONMENT}"
+      # ctest -j must not run more ranks at once than the oversubscribed machine can progress.
       PROCESSORS ${np})
   endforeach()
 endfunction()
@@ -52,15 +53,5 @@ function(eps_add_mpi_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} MPI::MPI_C GTest::gtest)
   target_compile_options(${name} PRIVATE ${EPS_WARNING_FLAGS})
-  foreach(np IN LISTS ARG_NP)
-    add_test(NAME ${name}_np${np}
-             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --map-by :OVERSUBSCRIBE
-                     $<TARGET_FILE:${name}>)
-    set_tests_properties(${name}_np${np} PROPERTIES
-      TIMEOUT ${ARG_TIMEOUT}
-      LABELS "mpi;np${np};${ARG_LABELS}"
-      ENVIRONMENT "${EPS_MPI_TEST_ENVIRONMENT}"
-      # ctest -j must not run more ranks at once than the oversubscribed machine can progress.
-      PROCESSORS ${np})
-  endforeach()
+  eps_add_mpi_run(${name} TARGET ${name} NP ${ARG_NP} TIMEOUT ${ARG_TIMEOUT} LABELS ${ARG_LABELS})
 endfunction()

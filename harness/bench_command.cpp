@@ -230,17 +230,7 @@ Result<CheckOutcome> check_outputs(const BenchPlan& plan, const Workspace& w, co
                          conformance::check_combine(w.problem, rank, plan.tree, false, w.out, {}));
     report.merge(combined);
   }
-  const std::string mine = fmt::format("{}\n{}", report.mismatches(), report.ok() ? "" : report.to_string());
-  EPS_ASSIGN_OR_RETURN(std::vector<std::string> all, mpi::allgather_string(mine, MPI_COMM_WORLD, deadline));
-  CheckOutcome outcome;
-  for (const std::string& text : all) {
-    const std::size_t split = text.find('\n');
-    const std::int64_t n = std::stoll(text.substr(0, split));
-    outcome.mismatches += n;
-    if (n > 0 && !outcome.first_mismatch) outcome.first_mismatch = text.substr(split + 1);
-  }
-  outcome.passed = outcome.mismatches == 0;
-  return outcome;
+  return agree_check_outcome(report.mismatches(), report.ok() ? "" : report.to_string(), deadline);
 }
 
 Result<Point> measure(transport::Transport& t, const BenchPlan& plan, int tokens) {
@@ -367,6 +357,21 @@ transport::TransportConfig transport_config(const BenchPlan& plan, double timeou
 }
 
 }  // namespace
+
+Result<CheckOutcome> agree_check_outcome(std::int64_t mismatches, const std::string& first_mismatch,
+                                         const Deadline& deadline) {
+  const std::string mine = fmt::format("{}\n{}", mismatches, mismatches > 0 ? first_mismatch : "");
+  EPS_ASSIGN_OR_RETURN(std::vector<std::string> all, mpi::allgather_string(mine, MPI_COMM_WORLD, deadline));
+  CheckOutcome outcome;
+  for (const std::string& text : all) {
+    const std::size_t split = text.find('\n');
+    const std::int64_t n = std::stoll(text.substr(0, split));
+    outcome.mismatches += n;
+    if (n > 0 && !outcome.first_mismatch) outcome.first_mismatch = text.substr(split + 1);
+  }
+  outcome.passed = outcome.mismatches == 0;
+  return outcome;
+}
 
 Result<RankTimes> max_over_ranks(const std::vector<double>& local, const Deadline& deadline) {
   const auto iters = static_cast<std::ptrdiff_t>(local.size());

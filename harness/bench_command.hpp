@@ -39,6 +39,7 @@
 
 #include "harness/params.hpp"
 #include "harness/platform.hpp"
+#include "harness/results.hpp"
 #include "impls/runtime/deadline.hpp"
 #include "reference/common/status.hpp"
 
@@ -64,6 +65,12 @@ struct RankTimes {
   int slowest_rank = 0;
 };
 Result<RankTimes> max_over_ranks(const std::vector<double>& local, const Deadline& deadline);
+
+// The -c rule every bench op shares: every rank's mismatch count (and, when it has any, the text of its
+// first one) gathered over MPI_COMM_WORLD; the outcome sums the counts and keeps the lowest failing
+// rank's text. Collective.
+Result<CheckOutcome> agree_check_outcome(std::int64_t mismatches, const std::string& first_mismatch,
+                                         const Deadline& deadline);
 
 // Measures `op` ("dispatch", "combine" or "roundtrip") with resolved `params` (bench_command_specs())
 // on every selected transport, or the fabric for op "fabric" (run_bench_fabric): prints the table on

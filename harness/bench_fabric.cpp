@@ -505,21 +505,12 @@ Result<RankTimes> time_loop(const FabricPlan& plan, Iteration iteration, Settle 
 // Sums the wrong bytes of every rank; the first message comes from the lowest rank with any.
 Result<CheckOutcome> agree_check(const WrongBytes& wrong, int writer, std::string_view what,
                                  const Deadline& d) {
-  std::string mine = fmt::format("{}\n", wrong.count);
+  std::string first;
   if (wrong.count > 0) {
-    mine += fmt::format("{}: rank {} byte {} (written by rank {}): expected 0x{:02x}, got 0x{:02x}", what,
+    first = fmt::format("{}: rank {} byte {} (written by rank {}): expected 0x{:02x}, got 0x{:02x}", what,
                         mpi::rank(), *wrong.first_offset, writer, wrong.expected, wrong.got);
   }
-  EPS_ASSIGN_OR_RETURN(std::vector<std::string> all, mpi::allgather_string(mine, MPI_COMM_WORLD, d));
-  CheckOutcome outcome;
-  for (const std::string& text : all) {
-    const std::size_t split = text.find('\n');
-    const std::int64_t n = std::stoll(text.substr(0, split));
-    outcome.mismatches += n;
-    if (n > 0 && !outcome.first_mismatch) outcome.first_mismatch = text.substr(split + 1);
-  }
-  outcome.passed = outcome.mismatches == 0;
-  return outcome;
+  return agree_check_outcome(static_cast<std::int64_t>(wrong.count), first, d);
 }
 
 // -c for the puts: poison what the iteration will write, run it once more, compare with the writer's pattern.

@@ -120,6 +120,55 @@ dispatch::DispatchLayout local_layout(const TransportConfig& config, int num_ran
   return l;
 }
 
+void start_dispatch(RoutedHandle& h, Layout layout, const void* owner, const TransportConfig& config,
+                    int num_ranks, int rank, const DispatchInput& in) {
+  h.kind = layout;
+  h.owner = owner;
+  h.num_tokens = in.num_tokens;
+  h.topk_idx.assign(in.topk_idx.begin(), in.topk_idx.end());
+  h.topk_weights.assign(in.topk_weights.begin(), in.topk_weights.end());
+  h.layout_info = local_layout(config, num_ranks, rank, h.num_tokens, h.topk_idx);
+  const int k_max = config.top_k;
+  const int local = config.num_experts / num_ranks;
+  const bool rank_major = layout == Layout::kHtRankMajor;
+  std::vector<std::vector<std::pair<int, int>>> buckets(
+      static_cast<std::size_t>(rank_major ? num_ranks : config.num_experts));
+  std::vector<int> marked(static_cast<std::size_t>(num_ranks), -1);
+  for (int t = 0; t < h.num_tokens; ++t) {
+    for (int k = 0; k < k_max; ++k) {
+      const int e = h.topk_idx[static_cast<std::size_t>(t) * k_max + k];
+      if (e < 0) continue;
+      const int q = e / local;
+      if (!rank_major) {
+        buckets[static_cast<std::size_t>(e)].emplace_back(t, k);
+      } else if (marked[static_cast<std::size_t>(q)] != t) {
+        marked[static_cast<std::size_t>(q)] = t;
+        buckets[static_cast<std::size_t>(q)].emplace_back(t, -1);
+      }
+    }
+  }
+  h.send_token.clear();
+  h.send_slot.clear();
+  h.key_begin.assign(1, 0);
+  for (const auto& bucket : buckets) {
+    for (const auto& [t, k] : bucket) {
+      h.send_token.push_back(t);
+      h.send_slot.push_back(k);
+    }
+    h.key_begin.push_back(static_cast<int>(h.send_token.size()));
+  }
+}
+
+Status check_cached_dispatch(const TransportConfig& config, int num_ranks, const RoutedHandle& h,
+                             const DispatchInput& in, const DispatchOutput& out) {
+  if (in.num_tokens != h.num_tokens) {
+    return invalid_argument("num_tokens", "a cached dispatch must pass the handle's {} tokens, got {}",
+                            h.num_tokens, in.num_tokens);
+  }
+  EPS_RETURN_IF_ERROR(check_dispatch_input(config, in, false));
+  return check_dispatch_output(config, num_ranks, h.kind, out);
+}
+
 std::vector<int> rank_prefix_matrix(int num_ranks, std::span<const int> all_per_rank) {
   std::vector<int> prefix(all_per_rank.size(), 0);
   for (int i = 0; i < num_ranks; ++i) {

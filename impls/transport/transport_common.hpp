@@ -13,11 +13,51 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "impls/transport/transport.hpp"
 
 namespace eps::transport {
+
+// The source side of one dispatch, which every backend's handle starts from: the caller's routing, the
+// SPEC 5.1 layout of these tokens, and the records to send in send order. Keys group the records: the
+// destination rank q for rank-major (one record per (q, t), t ascending), the global expert e = q * L + l
+// for the slot layouts (one record per valid (t, k), t ascending), so records go by q, then l, then t.
+class RoutedHandle : public DispatchHandle {
+ public:
+  Layout layout_kind() const override { return kind; }
+  std::int64_t num_recv_rows() const override { return num_rows; }
+  const dispatch::DispatchLayout& layout() const override { return layout_info; }
+
+  Layout kind = Layout::kHtRankMajor;
+  const void* owner = nullptr;  // the transport that made it
+  int num_tokens = 0;
+  std::vector<int> topk_idx;
+  std::vector<float> topk_weights;
+  dispatch::DispatchLayout layout_info;  // the rank prefix matrix is the backend's to fill
+  std::vector<int> send_token;           // per record
+  std::vector<int> send_slot;            // per record: k, or -1 for rank-major records
+  std::vector<int> key_begin;            // [keys + 1]: first record of each key
+  std::int64_t num_rows = 0;             // rows written to the caller's receive buffers
+};
+
+// Fills `h` for a fresh dispatch of `input` (already checked) by `owner`.
+void start_dispatch(RoutedHandle& h, Layout layout, const void* owner, const TransportConfig& config,
+                    int num_ranks, int rank, const DispatchInput& input);
+// The checks of a cached dispatch: the handle's token count, payload sizes, output sizes.
+Status check_cached_dispatch(const TransportConfig& config, int num_ranks, const RoutedHandle& handle,
+                             const DispatchInput& input, const DispatchOutput& output);
+// `handle` as the backend's own type when `owner` made it; kInvalidArgument otherwise.
+template <typename Handle>
+Result<const Handle*> owned_handle(const DispatchHandle& handle, const void* owner,
+                                   std::string_view transport) {
+  const auto* h = dynamic_cast<const Handle*>(&handle);
+  if (h == nullptr || h->owner != owner) {
+    return invalid_argument("handle", "was not made by this {} transport instance", transport);
+  }
+  return h;
+}
 
 // kInvalidArgument naming the field: T_r in [0, T_max], x / x_scales sizes, and (need_routing) topk sizes
 // and expert indices in [-1, E - 1].

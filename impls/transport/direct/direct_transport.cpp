@@ -38,27 +38,12 @@ struct Piece {
   int channel = 0;
 };
 
-class DirectHandle final : public DispatchHandle {
+// RoutedHandle (keys: destination for rank-major, global expert for LL) plus what combine needs.
+class DirectHandle final : public RoutedHandle {
  public:
-  Layout layout_kind() const override { return kind; }
-  std::int64_t num_recv_rows() const override { return num_rows; }
-  const dispatch::DispatchLayout& layout() const override { return layout_info; }
-
-  Layout kind = Layout::kHtRankMajor;
-  const void* owner = nullptr;
-  int num_tokens = 0;
-  std::vector<int> topk_idx;
-  std::vector<float> topk_weights;
-  dispatch::DispatchLayout layout_info;
-  // Source side, records in send order (destination q ascending; LL: then local expert, then token).
-  std::vector<int> send_begin;  // [R + 1]
-  std::vector<int> send_token;  // per record
-  std::vector<int> send_slot;   // per record (LL), -1 (rank-major)
-  std::vector<int> send_block;  // LL: [R * L + 1] first record of (q, l)
-  // Expert side: what arrived from each source (rank-major rows / LL ranges), for combine.
-  std::vector<int> recv_begin;     // rank-major: [R + 1] first row from each source
-  std::vector<LlRange> ll_ranges;  // LL: [L * R]
-  std::int64_t num_rows = 0;
+  std::vector<int> send_begin;     // [R + 1] first record to each destination
+  std::vector<int> recv_begin;     // expert side, rank-major: [R + 1] first row from each source
+  std::vector<LlRange> ll_ranges;  // expert side, LL: [L * R]
 };
 
 class DirectTransport final : public Transport {
@@ -86,9 +71,8 @@ class DirectTransport final : public Transport {
   int record_ints() const { return size_ + local(); }
   std::size_t record_bytes(Layout kind) const { return kind == Layout::kLl ? slot_record_ : rank_record_; }
   int rows_per_put(std::size_t row_bytes) const;
-  Result<const DirectHandle*> own(const DispatchHandle& handle) const;
 
-  void plan_sends(DirectHandle& h) const;
+  void plan_destinations(DirectHandle& h) const;
   void pack_dispatch(const DirectHandle& h, const DispatchInput& in);
   std::vector<std::vector<Piece>> dispatch_pieces(const DirectHandle& h) const;
   Status run_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out, bool fresh);
@@ -202,49 +186,12 @@ std::string DirectTransport::where() const {
                      signal_->name(), fabric_->describe());
 }
 
-Result<const DirectHandle*> DirectTransport::own(const DispatchHandle& handle) const {
-  const auto* h = dynamic_cast<const DirectHandle*>(&handle);
-  if (h == nullptr || h->owner != this) {
-    return invalid_argument("handle", "was not made by this direct transport instance");
-  }
-  return h;
-}
-
-// Rank-major: one record per (q, t) with q in dst_ranks(t), t ascending per q. LL: one record per valid
-// slot, grouped by global expert e = q * L + l (so by q, then l), t ascending.
-void DirectTransport::plan_sends(DirectHandle& h) const {
-  const int k_max = config_.top_k;
-  const bool ll = h.kind == Layout::kLl;
-  const int keys = ll ? config_.num_experts : size_;
-  std::vector<std::vector<std::pair<int, int>>> buckets(static_cast<std::size_t>(keys));
-  std::vector<int> marked(static_cast<std::size_t>(size_), -1);
-  for (int t = 0; t < h.num_tokens; ++t) {
-    for (int k = 0; k < k_max; ++k) {
-      const int e = h.topk_idx[static_cast<std::size_t>(t) * k_max + k];
-      if (e < 0) continue;
-      const int q = e / local();
-      if (ll) {
-        buckets[static_cast<std::size_t>(e)].emplace_back(t, k);
-      } else if (marked[static_cast<std::size_t>(q)] != t) {
-        marked[static_cast<std::size_t>(q)] = t;
-        buckets[static_cast<std::size_t>(q)].emplace_back(t, -1);
-      }
-    }
-  }
-  h.send_token.clear();
-  h.send_slot.clear();
-  h.send_block.assign(1, 0);
-  for (const auto& bucket : buckets) {
-    for (const auto& [t, k] : bucket) {
-      h.send_token.push_back(t);
-      h.send_slot.push_back(k);
-    }
-    h.send_block.push_back(static_cast<int>(h.send_token.size()));
-  }
-  const int per_peer = ll ? local() : 1;
+// Records to destination q are those of keys [q * per_peer, (q + 1) * per_peer).
+void DirectTransport::plan_destinations(DirectHandle& h) const {
+  const int per_peer = h.kind == Layout::kLl ? local() : 1;
   h.send_begin.assign(static_cast<std::size_t>(size_) + 1, 0);
   for (int q = 0; q <= size_; ++q)
-    h.send_begin[static_cast<std::size_t>(q)] = h.send_block[static_cast<std::size_t>(q * per_peer)];
+    h.send_begin[static_cast<std::size_t>(q)] = h.key_begin[static_cast<std::size_t>(q * per_peer)];
 }
 
 void DirectTransport::pack_dispatch(const DirectHandle& h, const DispatchInput& in) {
@@ -306,8 +253,8 @@ std::vector<std::vector<Piece>> DirectTransport::dispatch_pieces(const DirectHan
     }
     for (int l = 0; l < local(); ++l) {
       const std::size_t block = static_cast<std::size_t>(q) * local() + l;
-      const int first = h.send_block[block];
-      const int n = h.send_block[block + 1] - first;
+      const int first = h.key_begin[block];
+      const int n = h.key_begin[block + 1] - first;
       if (n == 0) continue;
       pieces[static_cast<std::size_t>(q)].push_back(
           {static_cast<std::size_t>(first) * rec, slot + static_cast<std::size_t>(first - stream_first) * rec,
@@ -549,7 +496,7 @@ Status DirectTransport::run_dispatch(DirectHandle& h, const DispatchInput& in, c
     for (int c = 0; c < per_peer; ++c) {
       const std::size_t block = static_cast<std::size_t>(q) * per_peer + c;
       channel_counts_[static_cast<std::size_t>(q) * local() + c] =
-          h.send_block[block + 1] - h.send_block[block];
+          h.key_begin[block + 1] - h.key_begin[block];
     }
   }
   my_tokens_per_rank_.assign(h.layout_info.num_tokens_per_rank.begin(),
@@ -580,33 +527,23 @@ Result<std::unique_ptr<DispatchHandle>> DirectTransport::dispatch(Layout layout,
   EPS_RETURN_IF_ERROR(check_dispatch_input(config_, in, true));
   EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, layout, out));
   auto h = std::make_unique<DirectHandle>();
-  h->kind = layout;
-  h->owner = this;
-  h->num_tokens = in.num_tokens;
-  h->topk_idx.assign(in.topk_idx.begin(), in.topk_idx.end());
-  h->topk_weights.assign(in.topk_weights.begin(), in.topk_weights.end());
-  h->layout_info = local_layout(config_, size_, rank_, h->num_tokens, h->topk_idx);
-  plan_sends(*h);
+  start_dispatch(*h, layout, this, config_, size_, rank_, in);
+  plan_destinations(*h);
   EPS_RETURN_IF_ERROR(run_dispatch(*h, in, out, true));
   return std::unique_ptr<DispatchHandle>(std::move(h));
 }
 
 Status DirectTransport::dispatch_cached(const DispatchHandle& handle, const DispatchInput& in,
                                         const DispatchOutput& out) {
-  EPS_ASSIGN_OR_RETURN(const DirectHandle* h, own(handle));
-  if (in.num_tokens != h->num_tokens) {
-    return invalid_argument("num_tokens", "a cached dispatch must pass the handle's {} tokens, got {}",
-                            h->num_tokens, in.num_tokens);
-  }
-  EPS_RETURN_IF_ERROR(check_dispatch_input(config_, in, false));
-  EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, h->kind, out));
+  EPS_ASSIGN_OR_RETURN(const DirectHandle* h, owned_handle<DirectHandle>(handle, this, "direct"));
+  EPS_RETURN_IF_ERROR(check_cached_dispatch(config_, size_, *h, in, out));
   DirectHandle copy = *h;  // the handle stays const for the caller; counts are re-derived identically
   return run_dispatch(copy, in, out, false);
 }
 
 Status DirectTransport::combine(const DispatchHandle& handle, const CombineInput& in,
                                 const CombineOutput& out) {
-  EPS_ASSIGN_OR_RETURN(const DirectHandle* h, own(handle));
+  EPS_ASSIGN_OR_RETURN(const DirectHandle* h, owned_handle<DirectHandle>(handle, this, "direct"));
   EPS_RETURN_IF_ERROR(check_combine_args(config_, size_, *h, h->num_tokens, in, out));
   const auto hidden = static_cast<std::size_t>(config_.hidden);
   const std::size_t row = 2 * hidden;

@@ -51,24 +51,12 @@ struct Exchange {
   int total_recv() const { return recv_counts.empty() ? 0 : recv_displs.back() + recv_counts.back(); }
 };
 
-class MpiHandle final : public DispatchHandle {
+// RoutedHandle plus what the alltoallv exchange needs.
+class MpiHandle final : public RoutedHandle {
  public:
-  Layout layout_kind() const override { return kind; }
-  std::int64_t num_recv_rows() const override { return num_rows; }
-  const dispatch::DispatchLayout& layout() const override { return layout_info; }
-
-  Layout kind = Layout::kHtRankMajor;
-  const void* owner = nullptr;  // the transport that made it
-  int num_tokens = 0;
-  std::vector<int> topk_idx;
-  std::vector<float> topk_weights;
-  dispatch::DispatchLayout layout_info;
   Exchange exchange;
-  std::vector<int> send_token;         // per sent record, in send order
-  std::vector<int> send_slot;          // k, or -1 for rank-major records
   std::vector<std::int64_t> recv_row;  // per received record: its row in recv_x / packed_recv_x
   std::vector<int> per_expert_count;   // [R, L] records received from r for local expert l
-  std::int64_t num_rows = 0;
 };
 
 class MpiTransport final : public Transport {
@@ -93,10 +81,8 @@ class MpiTransport final : public Transport {
   MPI_Datatype record_type(Layout layout) const {
     return layout == Layout::kHtRankMajor ? rank_type_ : slot_type_;
   }
-  Result<const MpiHandle*> own(const DispatchHandle& handle) const;
 
-  void plan_sends(MpiHandle& h, std::vector<int>& counts_per_key) const;
-  Status exchange_counts(MpiHandle& h, const std::vector<int>& counts_per_key);
+  Status exchange_counts(MpiHandle& h);
   void plan_receives(MpiHandle& h) const;
   Status move_payload(const MpiHandle& h, const DispatchInput& input, const DispatchOutput& output);
   void pack(const MpiHandle& h, const DispatchInput& input, std::vector<std::byte>& send) const;
@@ -151,47 +137,11 @@ std::size_t MpiTransport::record_bytes(Layout layout) const {
   return header + row_bytes_ + 4 * static_cast<std::size_t>(num_scales_);
 }
 
-Result<const MpiHandle*> MpiTransport::own(const DispatchHandle& handle) const {
-  const auto* h = dynamic_cast<const MpiHandle*>(&handle);
-  if (h == nullptr || h->owner != this) {
-    return invalid_argument("handle", "was not made by this mpi transport instance");
-  }
-  return h;
-}
-
-// Send order: rank-major records by (destination q, token t); slot records by (global expert e, token t),
-// which is (q, local expert l, t) since e = q * L + l. counts_per_key is [R] or [R * L].
-void MpiTransport::plan_sends(MpiHandle& h, std::vector<int>& counts_per_key) const {
-  const int k_max = config_.top_k;
-  const bool rank_major = h.kind == Layout::kHtRankMajor;
-  std::vector<std::vector<std::pair<int, int>>> buckets(rank_major ? size_ : config_.num_experts);
-  std::vector<int> marked(size_, -1);
-  for (int t = 0; t < h.num_tokens; ++t) {
-    for (int k = 0; k < k_max; ++k) {
-      const int e = h.topk_idx[static_cast<std::size_t>(t) * k_max + k];
-      if (e < 0) continue;
-      const int q = e / local_experts_;
-      if (!rank_major) {
-        buckets[e].emplace_back(t, k);
-      } else if (marked[q] != t) {
-        marked[q] = t;
-        buckets[q].emplace_back(t, -1);
-      }
-    }
-  }
-  counts_per_key.assign(buckets.size(), 0);
-  h.send_token.clear();
-  h.send_slot.clear();
-  for (std::size_t key = 0; key < buckets.size(); ++key) {
-    counts_per_key[key] = static_cast<int>(buckets[key].size());
-    for (const auto& [t, k] : buckets[key]) {
-      h.send_token.push_back(t);
-      h.send_slot.push_back(k);
-    }
-  }
-}
-
-Status MpiTransport::exchange_counts(MpiHandle& h, const std::vector<int>& counts_per_key) {
+// Record counts per key (destination, or global expert) come from the send plan (start_dispatch).
+Status MpiTransport::exchange_counts(MpiHandle& h) {
+  std::vector<int> counts_per_key(h.key_begin.size() - 1);
+  for (std::size_t key = 0; key < counts_per_key.size(); ++key)
+    counts_per_key[key] = h.key_begin[key + 1] - h.key_begin[key];
   const int per_peer = static_cast<int>(counts_per_key.size()) / size_;
   h.per_expert_count.assign(counts_per_key.size(), 0);
   MPI_Request request = MPI_REQUEST_NULL;
@@ -365,15 +315,8 @@ Result<std::unique_ptr<DispatchHandle>> MpiTransport::dispatch(Layout layout, co
   EPS_RETURN_IF_ERROR(check_dispatch_input(config_, in, true));
   EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, layout, out));
   auto h = std::make_unique<MpiHandle>();
-  h->kind = layout;
-  h->owner = this;
-  h->num_tokens = in.num_tokens;
-  h->topk_idx.assign(in.topk_idx.begin(), in.topk_idx.end());
-  h->topk_weights.assign(in.topk_weights.begin(), in.topk_weights.end());
-  std::vector<int> counts_per_key;
-  plan_sends(*h, counts_per_key);
-  h->layout_info = local_layout(config_, size_, rank_, h->num_tokens, h->topk_idx);
-  EPS_RETURN_IF_ERROR(exchange_counts(*h, counts_per_key));
+  start_dispatch(*h, layout, this, config_, size_, rank_, in);
+  EPS_RETURN_IF_ERROR(exchange_counts(*h));
   plan_receives(*h);
   EPS_RETURN_IF_ERROR(move_payload(*h, in, out));
   return std::unique_ptr<DispatchHandle>(std::move(h));
@@ -381,18 +324,13 @@ Result<std::unique_ptr<DispatchHandle>> MpiTransport::dispatch(Layout layout, co
 
 Status MpiTransport::dispatch_cached(const DispatchHandle& handle, const DispatchInput& in,
                                      const DispatchOutput& out) {
-  EPS_ASSIGN_OR_RETURN(const MpiHandle* h, own(handle));
-  if (in.num_tokens != h->num_tokens) {
-    return invalid_argument("num_tokens", "a cached dispatch must pass the handle's {} tokens, got {}",
-                            h->num_tokens, in.num_tokens);
-  }
-  EPS_RETURN_IF_ERROR(check_dispatch_input(config_, in, false));
-  EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, h->kind, out));
+  EPS_ASSIGN_OR_RETURN(const MpiHandle* h, owned_handle<MpiHandle>(handle, this, "mpi"));
+  EPS_RETURN_IF_ERROR(check_cached_dispatch(config_, size_, *h, in, out));
   return move_payload(*h, in, out);
 }
 
 Status MpiTransport::combine(const DispatchHandle& handle, const CombineInput& in, const CombineOutput& out) {
-  EPS_ASSIGN_OR_RETURN(const MpiHandle* h, own(handle));
+  EPS_ASSIGN_OR_RETURN(const MpiHandle* h, owned_handle<MpiHandle>(handle, this, "mpi"));
   EPS_RETURN_IF_ERROR(check_combine_args(config_, size_, *h, h->num_tokens, in, out));
   const auto hidden = static_cast<std::size_t>(config_.hidden);
   // Each received row goes back to its source, in the order it arrived (the reverse exchange).

@@ -91,7 +91,7 @@ TEST(Loopback, AcceptsOnlyLoopbackSocketAddresses) {
   EXPECT_TRUE(is_loopback(&in, sizeof(in), FI_SOCKADDR_IN));
   in.sin_addr.s_addr = htonl(0x7f010203);  // 127.1.2.3: still 127/8
   EXPECT_TRUE(is_loopback(&in, sizeof(in), FI_SOCKADDR_IN));
-  in.sin_addr.s_addr = htonl(0x0a000001);  // 10.0.0.1
+  in.sin_addr.s_addr = htonl(INADDR_ANY);  // the wildcard is not loopback
   EXPECT_FALSE(is_loopback(&in, sizeof(in), FI_SOCKADDR_IN));
   in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_FALSE(is_loopback(&in, sizeof(in) - 1, FI_SOCKADDR_IN));  // truncated
