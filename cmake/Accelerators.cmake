@@ -1,10 +1,10 @@
-# Accelerator toolchains (ARCHITECTURE.md "Platform facts"): CUDA and HIP code compiles in CI even though
+# Accelerator toolchains (docs/architecture.md "Platform facts"): CUDA and HIP code compiles in CI even though
 # it cannot run there. EPSUITE_WITH_{CUDA,HIP}=AUTO turns each on when its toolchain is found and can
 # compile a kernel; ON makes a missing or broken toolchain a configure error; OFF skips it.
 #
 # Results: EPS_HAVE_CUDA (CUDA language enabled, CUDA::cudart available, sm_90, EPS_CUDA_FLAGS) and
 # EPS_HAVE_HIP (EPS_HIPCC, EPS_HIP_FLAGS, hip::host available). Both flag sets turn FMA contraction off:
-# the device libraries compile the reference's EPS_HD bodies (SPEC 1.4).
+# the device libraries compile the reference's EPS_HD bodies (docs/numerics.md 1.4).
 include(CheckLanguage)
 
 # Reports a toolchain that is not usable: a configure error under ON, a STATUS line under AUTO.

@@ -1,10 +1,10 @@
-# MPI for the harness and the conformance suite (ARCHITECTURE.md, rule 10; SPEC 10).
+# MPI for the harness and the conformance suite (docs/architecture.md, rule 10; docs/errors.md 10).
 #
 # eps_add_mpi_test(NAME NP n [n2 ...] SOURCES a.cpp ... DEPS lib ... [TIMEOUT s] [LABELS l ...])
 #   Builds one executable NAME from SOURCES linked with DEPS (DEPS must provide main(), normally
 #   eps_conformance_main) and registers one ctest entry per rank count: `NAME_np<n>` runs
 #   `mpirun -np n --map-by :OVERSUBSCRIBE NAME` with labels `mpi`, `np<n>` and LABELS, and the
-#   environment of DEVELOPERS.md: loopback-only Open MPI (btl self,vader; oob over lo) and the
+#   environment of docs/architecture.md: loopback-only Open MPI (btl self,vader; oob over lo) and the
 #   run-as-root permission. TIMEOUT (default 300 s) is the ctest limit of each entry.
 find_package(MPI REQUIRED COMPONENTS C)
 # The C API only: without these, Open MPI's mpi.h pulls its deprecated C++ bindings into every C++ file

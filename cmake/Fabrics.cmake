@@ -1,4 +1,4 @@
-# Host libraries for platform discovery and the fabrics (SPEC 9.1 platform, ARCHITECTURE.md "Platform
+# Host libraries for platform discovery and the fabrics (docs/results.md 9.1 platform, docs/architecture.md "Platform
 # facts"), found with pkg-config. EPSUITE_WITH_{LIBFABRIC,VERBS}=AUTO turns each on when found, ON makes a
 # missing library a configure error, OFF skips it. hwloc is used whenever it is found.
 #

@@ -2,7 +2,8 @@
 // `epsuite check` (--strict, --timeout, --gtest_* flags), over the tests linked into the executable.
 #include <CLI/CLI.hpp>
 
-#include "conformance/mpi_gtest.hpp"
+#include "conformance/suite.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"epsuite conformance tests (MPI-aware GoogleTest; run under mpirun)"};
@@ -12,7 +13,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (eps::mpi::launcher_rank() != 0) return e.get_exit_code() == 0 ? 0 : 2;
-    return app.exit(e) == 0 ? 0 : 2;  // SPEC 10: usage errors exit 2
+    return app.exit(e) == 0 ? 0 : 2;  // docs/errors.md 10: usage errors exit 2
   }
   return command.run(app);
 }

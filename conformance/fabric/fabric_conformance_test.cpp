@@ -1,4 +1,4 @@
-// Fabric conformance (SPEC 6.1 fabric contract, SPEC 6.3 chaos fabric, SPEC 7.2 quiet by counting): the
+// Fabric conformance (docs/fabrics.md 6.1 fabric contract, docs/fabrics.md 6.3 chaos fabric, docs/channel.md 7.2 quiet by counting): the
 // contract of impls/fabric/fabric.hpp for every registered fabric (fabric_registry().names()), each plain
 // and under the chaos decorator (--chaos seed=7), and the chaos decorator's own promises: it reorders
 // (a receiver trusting fabric order is caught) and it replays (same seed, same calls, same schedule id).
@@ -27,14 +27,17 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "conformance/mpi_gtest.hpp"
+#include "conformance/suite.hpp"
 #include "impls/fabric/chaos/chaos_fabric.hpp"
 #include "impls/fabric/fabric_registry.hpp"
+#include "impls/testing/mpi_gtest.hpp"
 
 namespace eps::conformance {
 namespace {
 
 using fabric::Completion;
+using mpitest::test_deadline;
+using mpitest::timeout_seconds;
 using fabric::CompletionKind;
 using fabric::Fabric;
 using fabric::kMaxPutBytes;
@@ -186,6 +189,14 @@ std::string case_name(const testing::TestParamInfo<FabricCase>& info) {
   return name;
 }
 
+// A fabric absent here (kUnavailable at creation) skips with its reason; under --strict it fails when the
+// user selected that fabric with --fabric. Anything else that failed is an error.
+#define EPS_SKIP_IF_UNAVAILABLE(made, name)                                                     \
+  if (!(made).ok() && (made).status().code() == StatusCode::kUnavailable) {                   \
+    EPS_SKIP_UNAVAILABLE(fabric_named() && fabric_selection().fabric == (name),              \
+                         (made).status().message());                                          \
+  }
+
 // For helpers that return a value (ASSERT_* cannot): kEnvironment ends the job, other errors fail the test.
 #define EPS_EXPECT_OK_OR_FATAL(expr)                                                           \
   do {                                                                                         \
@@ -199,8 +210,7 @@ class FabricTest : public testing::TestWithParam<FabricCase> {
   void SetUp() override {
     Result<std::unique_ptr<Fabric>> made =
         fabric::make_fabric(GetParam().name, MPI_COMM_WORLD, timeout_seconds(), GetParam().chaos);
-    EPS_SKIP_UNLESS(made.ok() || made.status().code() != StatusCode::kEnvironment,
-                    fmt::format("{} cannot run here: {}", GetParam().name, made.status().message()));
+    EPS_SKIP_IF_UNAVAILABLE(made, GetParam().name);
     ASSERT_TRUE(made.ok()) << GetParam().name << ": " << made.status().message();
     fabric_ = std::move(made).value();
     rank_ = fabric_->rank();
@@ -430,7 +440,7 @@ TEST_P(FabricContract, PutToSelfWithinOneRegion) {
   EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
 }
 
-// quiet (SPEC 7.2): after it returns every earlier put is placed (checked by the target after a barrier,
+// quiet (docs/channel.md 7.2): after it returns every earlier put is placed (checked by the target after a barrier,
 // without the sender polling), and the local completions it drained still reach poll, each once.
 TEST_P(FabricContract, QuietWaitsForEveryPut) {
   constexpr int kPuts = 200;
@@ -592,7 +602,7 @@ TEST_P(OrderedFabric, RemoteCompletionsInIssueOrder) {
 INSTANTIATE_TEST_SUITE_P(Fabrics, OrderedFabric, testing::ValuesIn(fabric_cases(true, false)), case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(OrderedFabric);
 
-// --- The chaos decorator's teeth (SPEC 6.3) ----------------------------------------------------------------
+// --- The chaos decorator's teeth (docs/fabrics.md 6.3) ----------------------------------------------------------------
 
 class ChaosTeeth : public FabricTest {};
 
@@ -621,7 +631,7 @@ TEST_P(ChaosTeeth, RemoteCompletionsOvertake) {
   EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
 }
 
-// The negative control of SPEC 6.3: a receiver that trusts fabric order ("the signal put comes after the
+// The negative control of docs/fabrics.md 6.3: a receiver that trusts fabric order ("the signal put comes after the
 // data put, so the data is there") must be caught. Each round sends 65539 data bytes without an immediate,
 // then an 8-byte signal with one; the receiver checks the data when the signal arrives. Under chaos some
 // round must find its data incomplete.
@@ -717,7 +727,7 @@ Result<Replay> replay(const std::string& spec) {
 
 TEST(ChaosReplay, SameSeedSameScheduleOtherSeedOtherSchedule) {
   Result<Replay> first = replay("seed=7");
-  EPS_SKIP_UNLESS(first.ok() || first.status().code() != StatusCode::kEnvironment, first.status().message());
+  EPS_SKIP_IF_UNAVAILABLE(first, "shm");
   ASSERT_TRUE(first.ok()) << first.status().message();
   Result<Replay> second = replay("seed=7");
   Result<Replay> other = replay("seed=8");
@@ -744,7 +754,7 @@ TEST(FabricFactory, NamesAndChaosSpecs) {
 TEST(FabricFactory, ChaosWrapsTheNamedFabric) {
   Result<std::unique_ptr<Fabric>> made =
       fabric::make_fabric("shm", MPI_COMM_WORLD, timeout_seconds(), "seed=3,window=2");
-  EPS_SKIP_UNLESS(made.ok() || made.status().code() != StatusCode::kEnvironment, made.status().message());
+  EPS_SKIP_IF_UNAVAILABLE(made, "shm");
   ASSERT_TRUE(made.ok()) << made.status().message();
   EXPECT_EQ((*made)->name(), "chaos(shm)");
   EXPECT_FALSE((*made)->ordered());
@@ -754,16 +764,16 @@ TEST(FabricFactory, ChaosWrapsTheNamedFabric) {
       << (*made)->describe();
 }
 
-// Fabric::flush (SPEC 6.3 decorator, fabric.hpp): after flush every held put has left the chaos decorator,
+// Fabric::flush (docs/fabrics.md 6.3 decorator, fabric.hpp): after flush every held put has left the chaos decorator,
 // so a peer receives it although the sender stops polling. Rank 0 puts 64 immediates to rank 1 through a
 // wide window with long completion delays, flushes and waits in MPI only; rank 1 must still receive them
 // all (without flush they would stay in rank 0's pool and rank 1 would time out). Over chaos(shm), whose
 // inner fabric places at post time.
 TEST(ChaosFlush, FlushedPutsArriveWithoutFurtherPolling) {
-  EPS_SKIP_UNLESS(mpi::size() >= 2, "needs a peer");
+  if (mpi::size() < 2) GTEST_SKIP() << "not applicable at one rank: needs a peer";
   Result<std::unique_ptr<Fabric>> made =
       fabric::make_fabric("shm", MPI_COMM_WORLD, timeout_seconds(), "seed=5,window=48,delay=50,empty=0");
-  EPS_SKIP_UNLESS(made.ok() || made.status().code() != StatusCode::kEnvironment, made.status().message());
+  EPS_SKIP_IF_UNAVAILABLE(made, "shm");
   ASSERT_TRUE(made.ok()) << made.status().message();
   Fabric& f = **made;
   constexpr int kPuts = 64;
@@ -799,7 +809,7 @@ TEST(ChaosFlush, FlushedPutsArriveWithoutFurtherPolling) {
 // The shm fabric's completion ring (kRingEntries per source) pushes back when the target does not poll.
 TEST(ShmFabric, FullRingPushesBack) {
   Result<std::unique_ptr<Fabric>> made = fabric::make_fabric("shm", MPI_COMM_SELF, timeout_seconds());
-  EPS_SKIP_UNLESS(made.ok() || made.status().code() != StatusCode::kEnvironment, made.status().message());
+  EPS_SKIP_IF_UNAVAILABLE(made, "shm");
   ASSERT_TRUE(made.ok()) << made.status().message();
   Fabric& f = **made;
   EXPECT_NE(f.describe().find("ordered, ring"), std::string::npos) << f.describe();

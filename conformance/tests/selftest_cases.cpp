@@ -1,9 +1,9 @@
 // Deliberately failing, skipping and hanging cases for selftest_driver.py, which runs them under mpirun
-// and checks what rank 0 reports (SPEC 10). They are DISABLED_ so that only the driver runs them.
+// and checks what rank 0 reports (docs/errors.md 10). They are DISABLED_ so that only the driver runs them.
 #include <chrono>
 #include <thread>
 
-#include "conformance/mpi_gtest.hpp"
+#include "impls/testing/mpi_gtest.hpp"
 
 namespace eps {
 namespace {
@@ -14,16 +14,16 @@ TEST(SelfTest, DISABLED_FailsOnTheLastRankOnly) {
 }
 
 TEST(SelfTest, DISABLED_SkipsForAMissingCapability) {
-  EPS_SKIP_UNLESS(mpi::size() < 0, "the selftest capability is never present");
+  EPS_SKIP_UNAVAILABLE(/*selected=*/true, "the selftest capability is never present");
 }
 
 // Rank 0 waits in a deadline barrier that the last rank joins only after three timeouts: rank 0 must
 // report the barrier and end the whole job with exit code 3 instead of hanging.
 TEST(SelfTest, DISABLED_BarrierTimesOutAndEndsTheJob) {
   if (mpi::rank() == mpi::size() - 1 && mpi::size() > 1) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(3 * conformance::timeout_seconds()));
+    std::this_thread::sleep_for(std::chrono::duration<double>(3 * mpitest::timeout_seconds()));
   }
-  EPS_ASSERT_OK(mpi::barrier(MPI_COMM_WORLD, conformance::test_deadline()));
+  EPS_ASSERT_OK(mpi::barrier(MPI_COMM_WORLD, mpitest::test_deadline()));
 }
 
 }  // namespace

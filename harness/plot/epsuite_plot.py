@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
-"""Plots epsuite results documents (SPEC 9.1); run by `epsuite plot FILE... --out DIR`.
+"""Plots epsuite results documents (docs/results.md 9.1); run by `epsuite plot FILE... --out DIR`.
 
 usage: epsuite_plot.py --out DIR FILE...
 
 Reads only results JSON written by `epsuite bench` / `epsuite run` and writes, as PNG and SVG:
   bw_<op>_<mode>_<dtype>      algo bandwidth (GB/s, bytes / p50) against tokens per rank, one line per
                               transport (and platform when the files come from several);
-  ll_latency_<op>_<dtype>     p50 latency (us) against tokens per rank for the LL mode (SPEC 5.4);
+  ll_latency_<op>_<dtype>     p50 latency (us) against tokens per rank for the LL mode (docs/dispatch.md 5.4);
   platforms_<op>              grouped bars: algo GB/s per platform (platform tags when present, else the
                               fingerprint prefix), one bar per transport/mode, at the largest token count
                               the op was measured at.
 and plots.json, the index: every figure with its files, axes and series (label, transport, platform,
 points [[tokens, value], ...]) so that tests and tools can check what was drawn.
 
-Exit codes (SPEC 10): 0 written; 2 bad input (unreadable, truncated or foreign JSON, a schema version
+Exit codes (docs/errors.md 10): 0 written; 2 bad input (unreadable, truncated or foreign JSON, a schema version
 newer than 1, an empty results list), with one message naming the file and field; 3 matplotlib missing.
 """
 import argparse
@@ -228,7 +228,7 @@ def plot_all(documents, out_dir, plt):
 def main(argv):
     parser = argparse.ArgumentParser(prog="epsuite plot", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="output directory (created when missing)")
-    parser.add_argument("files", nargs="+", help="results JSON documents (SPEC 9.1)")
+    parser.add_argument("files", nargs="+", help="results JSON documents (docs/results.md 9.1)")
     args = parser.parse_args(argv)
     try:
         documents = [load_document(p) for p in args.files]

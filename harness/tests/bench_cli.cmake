@@ -1,9 +1,9 @@
-# `epsuite bench` end to end under mpirun (issue 4 items 6 and 7), run by ctest as
+# `epsuite bench` end to end under mpirun, run by ctest as
 #   cmake -DEPSUITE=... -DMPIEXEC=... -DPYTHON=... -DVALIDATOR=... -DSCHEMA=... -DWORK_DIR=... -DCASE=... -P bench_cli.cmake
 # CASE smoke: the documented command with -c writes a table and a schema-valid results document whose cases
-#   all passed. CASE fabric-*: `bench fabric` (issue 5 item 7) over one fabric with -c: a row per size with 0
+#   all passed. CASE fabric-*: `bench fabric` over one fabric with -c: a row per size with 0
 #   wrong bytes and a schema-valid document with three passed cases (put-bw, put-latency, copy) per size.
-#   CASE direct-dispatch: `bench dispatch --transport direct --fabric shm -c` (issue 5 item 6) passes.
+#   CASE direct-dispatch: `bench dispatch --transport direct --fabric shm -c` passes.
 #   Other CASEs: one bad input each, which must exit exactly 2 with one message naming the flag and leave
 #   no results file behind.
 cmake_policy(SET CMP0054 NEW)  # quoted arguments are strings, never variable names
@@ -173,7 +173,7 @@ foreach(tokens 64 128 256)
     message(FATAL_ERROR "no row with 0 wrong elements for ${tokens} tokens")
   endif()
 endforeach()
-# --tag values land in platform.tags of the results (issue 6 item 1), where plots group platforms by them.
+# --tag values land in platform.tags of the results, where plots group platforms by them.
 file(READ ${json} document)
 string(JSON tag_nic GET "${document}" platform tags nic)
 string(JSON tag_gpu GET "${document}" platform tags gpu)

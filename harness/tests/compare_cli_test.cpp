@@ -1,4 +1,4 @@
-// `epsuite compare` end to end (SPEC 9.2, SPEC 10 exit codes): the real binary on results files written
+// `epsuite compare` end to end (docs/results.md 9.2, docs/errors.md 10 exit codes): the real binary on results files written
 // by ResultsWriter, checking exact exit codes and the single error line of bad input.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/results.hpp"
+#include "perf/results/results.hpp"
 
 namespace eps {
 namespace {

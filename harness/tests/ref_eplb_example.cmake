@@ -1,4 +1,4 @@
-# The README worked example of `epsuite ref eplb`, run exactly as documented, checked against the SPEC 8.2
+# The README worked example of `epsuite ref eplb`, run exactly as documented, checked against the docs/eplb.md 8.2
 # golden phy2log rows. Usage: cmake -DEPSUITE=<path to epsuite> -P ref_eplb_example.cmake (from the
 # source root, where examples/ lives).
 execute_process(COMMAND ${EPSUITE} ref eplb --in examples/eplb_deepseek.json --out /tmp/eplb.json
@@ -23,4 +23,4 @@ foreach(layer 0 1)
     message(FATAL_ERROR "phy2log[${layer}] = ${row}, expected ${expected_${layer}}")
   endif()
 endforeach()
-message(STATUS "phy2log matches the SPEC 8.2 golden vector")
+message(STATUS "phy2log matches the docs/eplb.md 8.2 golden vector")

@@ -1,4 +1,4 @@
-# The README worked example of `epsuite ref layer`, run exactly as documented, checked for the SPEC 3.3 /
+# The README worked example of `epsuite ref layer`, run exactly as documented, checked for the docs/routing.md 3.3 /
 # 4.3 facts stated in README: c_b = max(floor(8 * 1 / 4), 1) = 2 tokens per expert and sample, so every
 # expert computes 4 rows; a token no expert picked has routed = +0 in every value.
 # Usage: cmake -DEPSUITE=<path to epsuite> -P ref_layer_example.cmake (from the source root).

@@ -1,4 +1,4 @@
-# A bad `epsuite ref route` input must exit 2 (SPEC 10: usage or configuration error), name the field in
+# A bad `epsuite ref route` input must exit 2 (docs/errors.md 10: usage or configuration error), name the field in
 # its message and write nothing. Usage: cmake -DEPSUITE=<epsuite> -DWORK_DIR=<dir> -P ref_route_bad_input.cmake
 set(in ${WORK_DIR}/route_bad_k_min.json)
 set(out ${WORK_DIR}/route_bad_k_min.out.json)

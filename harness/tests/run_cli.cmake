@@ -1,4 +1,4 @@
-# `epsuite run` bad input (issue 6 item 7) under mpirun, run by ctest as
+# `epsuite run` bad input under mpirun, run by ctest as
 #   cmake -DEPSUITE=... -DMPIEXEC=... -DWORK_DIR=... -DCASE=... -P run_cli.cmake
 # Each case must exit exactly 2 with one message naming the problem, before anything is written (the
 # output directory must not exist afterwards).
@@ -16,7 +16,7 @@ elseif(CASE STREQUAL "unknown-transport")
   set(np 2)
   set(args --preset smoke --transport bogus --out ${out})
   set(expect "bogus")
-elseif(CASE STREQUAL "unsafe-signal")  # issue 5: fabric-order on the chaos fabric needs --allow-unsafe
+elseif(CASE STREQUAL "unsafe-signal")  # : fabric-order on the chaos fabric needs --allow-unsafe
   set(np 2)
   set(args --preset smoke --signal fabric-order --chaos seed=1 --out ${out})
   set(expect "fabric-order needs an ordered fabric")

@@ -1,5 +1,6 @@
 #include "impls/fabric/fabric_registry.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -45,6 +46,14 @@ const FabricEntry* FabricRegistry::find(std::string_view name, std::string* vari
     return &e;
   }
   return nullptr;
+}
+
+bool FabricRegistry::known_unordered(std::string_view name) const {
+  std::string variant;
+  const FabricEntry* entry = find(name, &variant);
+  if (entry == nullptr) return false;
+  const auto& unordered = entry->unordered_variants;
+  return std::find(unordered.begin(), unordered.end(), variant) != unordered.end();
 }
 
 const FabricRegistry& fabric_registry() {

@@ -1,4 +1,4 @@
-// The fabric registry: every backend registered by name (ARCHITECTURE.md, house style rule 2), and the one
+// The fabric registry: every backend registered by name (docs/architecture.md, house style rule 2), and the one
 // place that turns `--fabric NAME` plus `--chaos SPEC` into a Fabric.
 //
 // A backend folder (impls/fabric/<family>/) defines `void eps_register_fabric_<family>(
@@ -30,7 +30,7 @@ struct FabricConfig {
   MPI_Comm comm = MPI_COMM_WORLD;  // the factory duplicates it
   std::string name;                // full name, "libfabric:tcp"
   std::string variant;             // "tcp" ("" for a family without variants)
-  double timeout_seconds = 60.0;   // every wait during setup (SPEC 10)
+  double timeout_seconds = 60.0;   // every wait during setup (docs/errors.md 10)
 };
 
 using FabricFactory = std::function<Result<std::unique_ptr<Fabric>>(const FabricConfig& config)>;
@@ -40,6 +40,9 @@ struct FabricEntry {
   std::vector<std::string> variants;  // empty: the family name alone
   std::string summary;
   FabricFactory factory;
+  // Variants that never keep put order, whatever the provider reports (EFA SRD): fabric-order signalling
+  // on them is refused before anything is created (fabric_selection.hpp).
+  std::vector<std::string> unordered_variants = {};
 };
 
 class FabricRegistry {
@@ -51,6 +54,8 @@ class FabricRegistry {
   const std::vector<FabricEntry>& entries() const { return entries_; }
   // The entry and variant of a full name; nullptr when unknown.
   const FabricEntry* find(std::string_view name, std::string* variant) const;
+  // True when `name` is registered and known to be unordered (a variant listed in unordered_variants).
+  bool known_unordered(std::string_view name) const;
 
  private:
   std::vector<FabricEntry> entries_;

@@ -1,4 +1,4 @@
-// Deadlines on every wait (SPEC 10).
+// Deadlines on every wait (docs/errors.md 10).
 //
 // A `Deadline` is a point on the steady clock fixed when it is made (`Deadline(seconds)` counts from
 // now). `wait_until(deadline, predicate, describe)` polls `predicate` until it returns true and returns
@@ -21,7 +21,7 @@
 
 namespace eps {
 
-// The default of `--timeout` / EPSUITE_TIMEOUT (SPEC 10), in seconds.
+// The default of `--timeout` / EPSUITE_TIMEOUT (docs/errors.md 10), in seconds.
 inline constexpr double kDefaultTimeoutSeconds = 60.0;
 
 class Deadline {
@@ -45,7 +45,7 @@ class Deadline {
 Status wait_until(const Deadline& deadline, const std::function<bool()>& predicate,
                   const std::function<std::string()>& describe);
 
-// "peer 3, channel 1: counter expected 64, observed 12" (SPEC 10's "what it waited for").
+// "peer 3, channel 1: counter expected 64, observed 12" (docs/errors.md 10's "what it waited for").
 std::string describe_counter_wait(int peer, int channel, std::uint64_t expected, std::uint64_t observed);
 
 }  // namespace eps

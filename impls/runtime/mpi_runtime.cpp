@@ -153,7 +153,7 @@ int comm_size(MPI_Comm comm) {
   return n;
 }
 
-std::string describe_collective(const char* op, MPI_Comm comm) {
+std::string describe_collective(std::string_view op, MPI_Comm comm) {
   return fmt::format("{} on a communicator of {} ranks to complete on {} (some peer has not arrived)", op,
                      comm_size(comm), where());
 }
@@ -162,7 +162,7 @@ std::string describe_collective(const char* op, MPI_Comm comm) {
 
 Status barrier(MPI_Comm comm, const Deadline& deadline) {
   MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Ibarrier(comm, &request));
+  EPS_MPI_CHECK(MPI_Ibarrier(comm, &request));
   return wait(&request, deadline, [comm] { return describe_collective("MPI_Ibarrier", comm); });
 }
 
@@ -181,7 +181,7 @@ Status alltoallv(const void* send, std::span<const int> send_counts, std::span<c
   long expected = 0;
   for (int c : recv_counts) expected += c;
   MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Ialltoallv(send, send_counts.data(), send_displs.data(), send_type, recv,
+  EPS_MPI_CHECK(MPI_Ialltoallv(send, send_counts.data(), send_displs.data(), send_type, recv,
                                          recv_counts.data(), recv_displs.data(), recv_type, comm, &request));
   return wait(&request, deadline, [comm, expected] {
     return fmt::format("{} (expecting {} elements in total from all peers)",
@@ -189,27 +189,98 @@ Status alltoallv(const void* send, std::span<const int> send_counts, std::span<c
   });
 }
 
-Result<std::vector<int>> allgather_int(int local, MPI_Comm comm, const Deadline& deadline) {
+Result<MPI_Comm> comm_dup(MPI_Comm comm, const Deadline& deadline) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  MPI_Request request = MPI_REQUEST_NULL;
+  EPS_MPI_CHECK(MPI_Comm_idup(comm, &dup, &request));
+  EPS_RETURN_IF_ERROR(wait(&request, deadline, [comm] { return describe_collective("MPI_Comm_idup", comm); }));
+  return dup;
+}
+
+// MPI offers no non-blocking form of these collectives: a deadline barrier first proves every peer has
+// arrived, so the blocking call that follows cannot wait for a missing one.
+Result<MPI_Comm> comm_split_node(MPI_Comm comm, const Deadline& deadline) {
+  EPS_RETURN_IF_ERROR(barrier(comm, deadline));
+  MPI_Comm node = MPI_COMM_NULL;
+  EPS_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  return node;
+}
+
+Result<SharedWindow> win_allocate_shared(std::size_t bytes, MPI_Comm node, const Deadline& deadline) {
+  EPS_RETURN_IF_ERROR(barrier(node, deadline));
+  MPI_Info info = MPI_INFO_NULL;
+  EPS_MPI_CHECK(MPI_Info_create(&info));
+  EPS_MPI_CHECK(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
+  SharedWindow w;
+  const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes), 1, info, node, &w.base, &w.window);
+  MPI_Info_free(&info);
+  EPS_MPI_CHECK(rc);
+  return w;
+}
+
+Status win_free(MPI_Win* window, MPI_Comm node, const Deadline& deadline) {
+  EPS_RETURN_IF_ERROR(barrier(node, deadline));
+  EPS_MPI_CHECK(MPI_Win_free(window));
+  return Status();
+}
+
+int NodeLayout::ranks_per_node() const {
+  for (int size : node_sizes) {
+    if (size != node_sizes.front()) return 0;
+  }
+  return node_sizes.empty() ? 0 : node_sizes.front();
+}
+
+Result<NodeLayout> node_layout(MPI_Comm comm, const Deadline& deadline) {
+  EPS_ASSIGN_OR_RETURN(MPI_Comm node, comm_split_node(comm, deadline));
+  int rank = 0;
+  int node_rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_rank(node, &node_rank);
+  // The node's lowest world rank names it: broadcast from its node rank 0 by an allgather over the node.
+  Result<std::vector<int>> members = allgather_int(rank, node, deadline);
+  MPI_Comm_free(&node);
+  EPS_RETURN_IF_ERROR(members.status());
+  EPS_ASSIGN_OR_RETURN(std::vector<int> leader_of, allgather_int(members->front(), comm, deadline));
+  NodeLayout layout;
+  std::vector<int> leaders;
+  for (int leader : leader_of) {
+    auto it = std::find(leaders.begin(), leaders.end(), leader);
+    if (it == leaders.end()) {
+      leaders.push_back(leader);
+      layout.node_sizes.push_back(0);
+      it = leaders.end() - 1;
+    }
+    const int node_index = static_cast<int>(it - leaders.begin());
+    layout.node_of.push_back(node_index);
+    ++layout.node_sizes[static_cast<std::size_t>(node_index)];
+  }
+  return layout;
+}
+
+Result<std::vector<int>> allgather_int(int local, MPI_Comm comm, const Deadline& deadline, std::string_view what) {
   std::vector<int> all(static_cast<std::size_t>(comm_size(comm)));
   MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Iallgather(&local, 1, MPI_INT, all.data(), 1, MPI_INT, comm, &request));
-  EPS_RETURN_IF_ERROR(
-      wait(&request, deadline, [comm] { return describe_collective("MPI_Iallgather", comm); }));
+  EPS_MPI_CHECK(MPI_Iallgather(&local, 1, MPI_INT, all.data(), 1, MPI_INT, comm, &request));
+  EPS_RETURN_IF_ERROR(wait(&request, deadline, [comm, what] {
+    return describe_collective(what.empty() ? "MPI_Iallgather" : fmt::format("MPI_Iallgather of {}", what), comm);
+  }));
   return all;
 }
 
 Result<std::vector<std::string>> allgather_string(const std::string& local, MPI_Comm comm,
-                                                  const Deadline& deadline) {
+                                                  const Deadline& deadline, std::string_view what) {
   EPS_ASSIGN_OR_RETURN(std::vector<int> lengths,
-                       allgather_int(static_cast<int>(local.size()), comm, deadline));
+                       allgather_int(static_cast<int>(local.size()), comm, deadline, what));
   std::vector<int> displs(lengths.size(), 0);
   for (std::size_t r = 1; r < lengths.size(); ++r) displs[r] = displs[r - 1] + lengths[r - 1];
   std::string all(static_cast<std::size_t>(displs.back() + lengths.back()), '\0');
   MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Iallgatherv(local.data(), static_cast<int>(local.size()), MPI_CHAR, all.data(),
+  EPS_MPI_CHECK(MPI_Iallgatherv(local.data(), static_cast<int>(local.size()), MPI_CHAR, all.data(),
                                           lengths.data(), displs.data(), MPI_CHAR, comm, &request));
-  EPS_RETURN_IF_ERROR(
-      wait(&request, deadline, [comm] { return describe_collective("MPI_Iallgatherv", comm); }));
+  EPS_RETURN_IF_ERROR(wait(&request, deadline, [comm, what] {
+    return describe_collective(what.empty() ? "MPI_Iallgatherv" : fmt::format("MPI_Iallgatherv of {}", what), comm);
+  }));
   std::vector<std::string> out;
   for (std::size_t r = 0; r < lengths.size(); ++r) out.push_back(all.substr(displs[r], lengths[r]));
   return out;
@@ -224,7 +295,8 @@ int agree_exit_code(const Status& local, const Deadline& deadline) {
     if (!local.ok()) std::fprintf(stderr, "epsuite: error: %s\n", local.message().c_str());
     return local.exit_code();
   }
-  Result<std::vector<int>> codes = allgather_int(local.exit_code(), MPI_COMM_WORLD, deadline);
+  Result<std::vector<int>> codes =
+      allgather_int(local.exit_code(), MPI_COMM_WORLD, deadline, "every rank's exit code");
   if (!codes.ok()) fatal(codes.status());
   const auto first_failed = std::find_if(codes->begin(), codes->end(), [](int c) { return c != 0; });
   if (first_failed != codes->end() && first_failed - codes->begin() == rank()) {
@@ -240,7 +312,8 @@ int finalize(int exit_code, const Deadline& deadline) {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return exit_code;
-  Result<std::vector<int>> codes = allgather_int(exit_code, MPI_COMM_WORLD, deadline);
+  Result<std::vector<int>> codes =
+      allgather_int(exit_code, MPI_COMM_WORLD, deadline, "every rank's exit code before MPI_Finalize");
   if (!codes.ok()) fatal(codes.status());
   const int worst = *std::max_element(codes->begin(), codes->end());
   MPI_Finalize();

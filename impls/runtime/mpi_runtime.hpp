@@ -1,14 +1,14 @@
-// MPI bootstrap of `epsuite` and of the conformance suite (ARCHITECTURE.md rules 3 and 6; SPEC 10).
+// MPI bootstrap of `epsuite` and of the conformance suite (docs/architecture.md rules 3 and 6; docs/errors.md 10).
 //
 // Lifecycle: `mpi::init` once (MPI_Init_thread with MPI_THREAD_MULTIPLE; a library that provides less
 // is an environment error, exit 3), then the accessors, then `mpi::finalize(local_exit_code)`, which
 // returns the maximum exit code over all ranks so that every rank (and mpirun) exits with the worst
-// result (SPEC 10). MPI_COMM_WORLD gets MPI_ERRORS_RETURN so that every MPI return code reaches
-// EPS_MPI_CHECK, which names the call, file, line, host and rank.
+// result (docs/errors.md 10). MPI_COMM_WORLD gets MPI_ERRORS_RETURN so that every MPI return code reaches
+// EPS_MPI_CHECK_OR_ABORT, which names the call, file, line, host and rank.
 //
 // Failing without hanging the others: an error that only some ranks see (a timeout, a peer failure,
 // a failed MPI call) goes through `mpi::fatal`, which prints the diagnostic with host and rank and calls
-// MPI_Abort with the SPEC 10 exit code; mpirun then ends every rank and exits with that code. Errors
+// MPI_Abort with the docs/errors.md 10 exit code; mpirun then ends every rank and exits with that code. Errors
 // that every rank sees alike (bad flags) go through `agree_exit_code`, which lets the lowest failing
 // rank print once and returns the maximum code on every rank.
 //
@@ -23,9 +23,11 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -86,11 +88,36 @@ Status alltoallv(const void* send, std::span<const int> send_counts, std::span<c
                  MPI_Datatype send_type, void* recv, std::span<const int> recv_counts,
                  std::span<const int> recv_displs, MPI_Datatype recv_type, MPI_Comm comm,
                  const Deadline& deadline);
-// Every rank's value of `local`, in rank order (MPI_Iallgather with a deadline).
-Result<std::vector<int>> allgather_int(int local, MPI_Comm comm, const Deadline& deadline);
+// A duplicate of `comm` (MPI_Comm_idup with the deadline); the caller frees it.
+Result<MPI_Comm> comm_dup(MPI_Comm comm, const Deadline& deadline);
+// The ranks of `comm` that share memory with this one (MPI_COMM_TYPE_SHARED: one node), after a deadline
+// barrier; the caller frees it.
+Result<MPI_Comm> comm_split_node(MPI_Comm comm, const Deadline& deadline);
+// MPI_Win_allocate_shared of `bytes` on this rank over `node` (a comm_split_node communicator), after a
+// deadline barrier; `base` is this rank's segment. win_free frees it after a deadline barrier.
+struct SharedWindow {
+  MPI_Win window = MPI_WIN_NULL;
+  std::byte* base = nullptr;
+};
+Result<SharedWindow> win_allocate_shared(std::size_t bytes, MPI_Comm node, const Deadline& deadline);
+Status win_free(MPI_Win* window, MPI_Comm node, const Deadline& deadline);
+// Which ranks share a node (docs/fabrics.md 6.4: from the MPI shared-memory split, never from host names):
+// node_of[r] = the node of rank r, nodes numbered by their lowest rank; node_sizes[n] = ranks on node n.
+struct NodeLayout {
+  std::vector<int> node_of;
+  std::vector<int> node_sizes;
+  int nodes() const { return static_cast<int>(node_sizes.size()); }
+  // The common node size, or 0 when nodes differ in size.
+  int ranks_per_node() const;
+};
+Result<NodeLayout> node_layout(MPI_Comm comm, const Deadline& deadline);
+// Every rank's value of `local`, in rank order (MPI_Iallgather with a deadline). `what` names the values in
+// the timeout diagnostic ("MPI_Iallgather of <what> on a communicator of ...").
+Result<std::vector<int>> allgather_int(int local, MPI_Comm comm, const Deadline& deadline,
+                                       std::string_view what = {});
 // Every rank's `local` text, in rank order (lengths, then MPI_Iallgatherv, both with the deadline).
 Result<std::vector<std::string>> allgather_string(const std::string& local, MPI_Comm comm,
-                                                  const Deadline& deadline);
+                                                  const Deadline& deadline, std::string_view what = {});
 // Every rank's host name, in rank order.
 Result<std::vector<std::string>> all_hosts(MPI_Comm comm, const Deadline& deadline);
 
@@ -111,7 +138,7 @@ void root_print(fmt::format_string<Args...> format, Args&&... args) {
 }  // namespace eps
 
 // Ends the job (mpi::fatal, exit 3) when an MPI call fails; names the call, file, line, host and rank.
-#define EPS_MPI_CHECK(call)                                                         \
+#define EPS_MPI_CHECK_OR_ABORT(call)                                                         \
   do {                                                                              \
     const int eps_mpi_rc_ = (call);                                                 \
     if (eps_mpi_rc_ != MPI_SUCCESS)                                                 \
@@ -119,7 +146,7 @@ void root_print(fmt::format_string<Args...> format, Args&&... args) {
   } while (0)
 
 // Returns the failed Status (kEnvironment, same message) from the enclosing function instead.
-#define EPS_MPI_RETURN_IF_ERROR(call)                                                                 \
+#define EPS_MPI_CHECK(call)                                                                 \
   do {                                                                                                \
     const int eps_mpi_rc_ = (call);                                                                   \
     if (eps_mpi_rc_ != MPI_SUCCESS) return ::eps::mpi::check(eps_mpi_rc_, #call, __FILE__, __LINE__); \

@@ -29,14 +29,22 @@ std::vector<std::string> TransportRegistry::names() const {
   return out;
 }
 
-const TransportRegistry& transport_registry() {
-  static const TransportRegistry registry = [] {
+namespace {
+
+TransportRegistry& mutable_registry() {
+  static TransportRegistry registry = [] {
     TransportRegistry r;
     register_builtin_transports(r);
     return r;
   }();
   return registry;
 }
+
+}  // namespace
+
+const TransportRegistry& transport_registry() { return mutable_registry(); }
+
+void register_test_transport(TransportEntry entry) { mutable_registry().add(std::move(entry)); }
 
 Result<std::vector<std::string>> select_transports(std::string_view text) {
   const TransportRegistry& registry = transport_registry();
@@ -60,13 +68,14 @@ Result<std::vector<std::string>> select_transports(std::string_view text) {
   return out;
 }
 
-Result<std::unique_ptr<Transport>> make_transport(std::string_view name, const TransportConfig& config) {
+Result<std::unique_ptr<Transport>> make_transport(std::string_view name, const TransportConfig& config,
+                                                  const fabric::FabricSelection& fabric) {
   const TransportEntry* entry = transport_registry().find(name);
   if (entry == nullptr) {
     return invalid_argument("--transport", "unknown transport '{}'; registered: {}", name,
                             fmt::join(transport_registry().names(), ", "));
   }
-  return entry->factory(config);
+  return entry->factory(config, fabric);
 }
 
 }  // namespace eps::transport

@@ -1,4 +1,4 @@
-// The transport registry: every backend registered by name (ARCHITECTURE.md, house style rule 2).
+// The transport registry: every backend registered by name (docs/architecture.md, house style rule 2).
 //
 // A backend folder (impls/transport/<name>/) defines `void eps_register_transport_<name>(
 // eps::transport::TransportRegistry&)` and declares itself in impls/transport/CMakeLists.txt with
@@ -17,18 +17,25 @@
 #include <string_view>
 #include <vector>
 
+#include "impls/fabric/fabric_selection.hpp"
 #include "impls/transport/transport.hpp"
 #include "reference/common/status.hpp"
 
 namespace eps::transport {
 
-// Creates a transport; collective over config.comm.
-using TransportFactory = std::function<Result<std::unique_ptr<Transport>>(const TransportConfig& config)>;
+// Creates a transport; collective over config.comm. Transports that move data over a fabric (direct,
+// proxy) read `fabric`; the others ignore it.
+using TransportFactory = std::function<Result<std::unique_ptr<Transport>>(
+    const TransportConfig& config, const fabric::FabricSelection& fabric)>;
 
 struct TransportEntry {
   std::string name;
   std::string summary;
   TransportFactory factory;
+  // The contracts the transport declares (the same as its instances' capabilities()), known without
+  // creating one: conformance instantiates cases only for declared contracts.
+  Capabilities (*capabilities)() = nullptr;
+  bool uses_fabric = false;  // reads the FabricSelection
 };
 
 class TransportRegistry {
@@ -45,10 +52,14 @@ class TransportRegistry {
 
 // The process-wide registry with every built-in backend registered.
 const TransportRegistry& transport_registry();
+// Adds a backend that only a test executable defines (a deliberately broken transport that the checks
+// must catch). Call it before the first transport_registry() lookup that must see it.
+void register_test_transport(TransportEntry entry);
 
 Result<std::vector<std::string>> select_transports(std::string_view text);
 
 // Creates the registered transport `name` (kInvalidArgument for an unknown name).
-Result<std::unique_ptr<Transport>> make_transport(std::string_view name, const TransportConfig& config);
+Result<std::unique_ptr<Transport>> make_transport(std::string_view name, const TransportConfig& config,
+                                                  const fabric::FabricSelection& fabric = {});
 
 }  // namespace eps::transport

@@ -1,50 +1,50 @@
-// The Transport interface: dispatch and combine of SPEC 5 between the ranks of an MPI communicator.
+// The Transport interface: dispatch and combine of docs/dispatch.md 5 between the ranks of an MPI communicator.
 //
 // A transport moves token rows from the ranks that own tokens ("source side") to the ranks that own
 // their experts ("expert side", dispatch) and the expert outputs back (combine). Each backend lives in
 // its own folder under impls/transport/ and registers itself by name (registry.hpp); nothing else
-// switches on backend names (ARCHITECTURE.md, house style rule 2).
+// switches on backend names (docs/architecture.md, house style rule 2).
 //
-// Contract (SPEC 5; checked bit-exactly against reference/dispatch by conformance/transport):
+// Contract (docs/dispatch.md 5; checked bit-exactly against reference/dispatch by conformance/transport):
 //
 // Setup. `TransportConfig` fixes the shapes for the transport's lifetime: E experts spread over the R ranks
 // of `comm` (expert e on rank e / L, local index e % L, L = E / R), top-k K, hidden H, the payload dtype
-// (bf16 rows, or fp8 e4m3fn codes plus H/128 fp32 scales, SPEC 1.2), T_max (the largest T_r any call may
-// pass, SPEC 5.4) and the expert alignment of SPEC 5.2/5.3. Creating a transport is collective over
+// (bf16 rows, or fp8 e4m3fn codes plus H/128 fp32 scales, docs/numerics.md 1.2), T_max (the largest T_r any call may
+// pass, docs/dispatch.md 5.4) and the expert alignment of docs/dispatch.md 5.2/5.3. Creating a transport is collective over
 // `comm`. Errors are kInvalidArgument naming the field and its range.
 //
 // Dispatch (`dispatch`, collective): every rank passes its T_r tokens (DispatchInput: x, fp8 scales,
 // topk_idx with -1 = masked slot, topk_weights) and caller-owned output buffers (DispatchOutput) sized
 // for the chosen layout with `recv_capacity_rows` (rows beyond what a call writes are left untouched, so
 // buffers pre-filled with NaN stay NaN there). Layouts:
-// - kHtRankMajor (SPEC 5.2): one row per (r, t) with this rank in dst_ranks(r, t), ordered (r, t);
+// - kHtRankMajor (docs/dispatch.md 5.2): one row per (r, t) with this rank in dst_ranks(r, t), ordered (r, t);
 //   recv_topk_idx [rows, K] holds the local expert index where the slot's expert lives here, else -1 with
 //   weight +0.0f; num_recv_tokens_per_expert [L] counts valid local slots rounded up to the alignment.
-// - kHtExpertMajor (SPEC 5.3): one row per (local expert l, r, t), sorted, each expert's segment zero-padded
+// - kHtExpertMajor (docs/dispatch.md 5.3): one row per (local expert l, r, t), sorted, each expert's segment zero-padded
 //   to the alignment (padding rows: zero bytes, zero scales, weight +0.0f); recv_weights [rows] is the slot
 //   weight of each row; num_recv_tokens_per_expert [L] is each segment's (aligned) length.
-// - kLl (SPEC 5.4): packed_recv_x [L, C, row] with C = R * T_max, packed_recv_count [L], src_info [L, C]
+// - kLl (docs/dispatch.md 5.4): packed_recv_x [L, C, row] with C = R * T_max, packed_recv_count [L], src_info [L, C]
 //   (source token of each packed row), layout_range [L, R] (begin, count per source rank). A transport
 //   whose capabilities say `ll_ordered` puts blocks in ascending r and rows in ascending t.
-// The returned DispatchHandle holds what combine needs (who sent which row) and the SPEC 5.1 layout of
+// The returned DispatchHandle holds what combine needs (who sent which row) and the docs/dispatch.md 5.1 layout of
 // this rank's tokens (`layout()`), plus the number of rows written (`num_recv_rows()`, HT layouts).
 //
 // Cached dispatch (`dispatch_cached`, collective): re-sends new payloads (x, scales) along the routing of
 // an earlier handle without exchanging counts again; its outputs are bit-equal to those of a fresh
-// dispatch with that routing and these payloads (SPEC 5.2). input.topk_idx / topk_weights are ignored.
+// dispatch with that routing and these payloads (docs/dispatch.md 5.2). input.topk_idx / topk_weights are ignored.
 //
 // Combine (`combine`, collective) with a handle from this transport, on the tree named in CombineInput:
 // - kHtRank / kHtTwoLevel (after kHtRankMajor): x [rows, H] bf16 holds one pre-weighted partial per
-//   received row; optional bias0 / bias1 [T_r, H]; the result follows SPEC 5.5 (two-level: nodes are
+//   received row; optional bias0 / bias1 [T_r, H]; the result follows docs/dispatch.md 5.5 (two-level: nodes are
 //   groups of config.ranks_per_node consecutive ranks).
 // - kLlWeighted (after kHtExpertMajor: x [rows, H]; after kLl: x [L, C, H]): x holds the expert output
 //   y of each received row; the source computes bf16(sum over valid k ascending of w_k * y_k), exact 0
 //   for a token without a valid slot.
 // out [T_r, H] receives the combined rows; combined_weights [T_r, K] (optional, empty = not wanted)
-// receives the input weights of valid slots and +0.0f for masked ones (SPEC 5.5).
+// receives the input weights of valid slots and +0.0f for masked ones (docs/dispatch.md 5.5).
 //
 // Handles stay valid until destroyed and are independent: dispatch A, dispatch B, combine A, combine B
-// is allowed (SPEC 5.7). Every wait is bounded by config.timeout_seconds (SPEC 10); on expiry a call
+// is allowed (docs/dispatch.md 5.7). Every wait is bounded by config.timeout_seconds (docs/errors.md 10); on expiry a call
 // returns kEnvironment naming the operation, peer count and rank, and the communicator is unusable.
 //
 // Memory: spans are host memory for now (`Capabilities::memory`); a device-memory transport declares
@@ -55,6 +55,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -88,7 +89,7 @@ struct Capabilities {
   std::vector<CombineTree> combine_trees;
   std::vector<PayloadType> dtypes;
   std::vector<MemoryKind> memory;
-  bool ll_ordered = false;       // SPEC 5.4 canonical block and row order
+  bool ll_ordered = false;       // docs/dispatch.md 5.4 canonical block and row order
   bool cached_dispatch = false;  // dispatch_cached is implemented
   int max_ranks = 0;
   int max_experts = 0;
@@ -108,14 +109,9 @@ struct TransportConfig {
   int hidden = 1;               // H (a multiple of 128 for fp8)
   int max_tokens_per_rank = 0;  // T_max
   PayloadType dtype = PayloadType::kBf16;
-  int expert_alignment = 1;  // SPEC 5.2 / 5.3
+  int expert_alignment = 1;  // docs/dispatch.md 5.2 / 5.3
   int ranks_per_node = 1;    // emulated node size of ht-two-level; divides R
   double timeout_seconds = 60.0;
-  // Transports that move data over a Fabric (direct, proxy) use these; the others ignore them.
-  std::string fabric = "shm";   // --fabric: a registered fabric name (impls/fabric/fabric_registry.hpp)
-  std::string signal = "auto";  // --signal: fabric-order, imm-seq, recv-count, sender-barrier or auto
-  std::string chaos;            // --chaos spec; empty = no chaos decorator
-  bool allow_unsafe = false;  // --allow-unsafe: permit fabric-order on an unordered fabric (negative control)
 };
 
 struct DispatchInput {
@@ -151,6 +147,14 @@ struct CombineOutput {
   std::span<float> combined_weights;  // [T_r, K] or empty
 };
 
+// Bytes a transport put on the wire to, and took off the wire from, other ranks (docs/dispatch.md 5.6
+// `physical`): payloads, scales, headers, signals, count exchanges and padding, as actually sent; bytes a
+// rank moves to itself are not counted. Cumulative over the transport's life; callers take differences.
+struct WireBytes {
+  std::int64_t sent = 0;
+  std::int64_t received = 0;
+};
+
 // What a dispatch leaves for combine. Backends derive their own state from it.
 class DispatchHandle {
  public:
@@ -158,7 +162,7 @@ class DispatchHandle {
   virtual Layout layout_kind() const = 0;
   // Rows written to recv_x (HT layouts); for kLl the sum of packed_recv_count.
   virtual std::int64_t num_recv_rows() const = 0;
-  // SPEC 5.1 layout of this rank's tokens and the rank prefix matrix.
+  // docs/dispatch.md 5.1 layout of this rank's tokens and the rank prefix matrix.
   virtual const dispatch::DispatchLayout& layout() const = 0;
 };
 
@@ -169,8 +173,15 @@ class Transport {
   // One line for headers and failure messages: the name plus what a replay needs (a fabric transport adds
   // its fabric, signal strategy and the chaos replay string).
   virtual std::string describe() const { return std::string(name()); }
+  // The transport's part of a case identity (docs/results.md 9.3): "fabric", "signal" and "chaos" as used
+  // (a fabric transport names its fabric and the strategy `auto` resolved to); "none" / "off" for a transport
+  // that moves no data over a fabric.
+  virtual std::map<std::string, std::string> identity() const {
+    return {{"fabric", "none"}, {"signal", "none"}, {"chaos", "off"}};
+  }
   virtual const Capabilities& capabilities() const = 0;
   virtual const TransportConfig& config() const = 0;
+  virtual WireBytes wire_bytes() const = 0;
 
   virtual Result<std::unique_ptr<DispatchHandle>> dispatch(Layout layout, const DispatchInput& input,
                                                            const DispatchOutput& output) = 0;

@@ -1,13 +1,14 @@
 #include "impls/transport/transport_common.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace eps::transport {
 
 Status check_dispatch_input(const TransportConfig& config, const DispatchInput& in, bool need_routing) {
   const int t_max = config.max_tokens_per_rank;
   if (in.num_tokens < 0 || in.num_tokens > t_max) {
-    return invalid_argument("num_tokens", "must be in [0, {}] (T_max, SPEC 5.4), got {}", t_max,
+    return invalid_argument("num_tokens", "must be in [0, {}] (T_max, docs/dispatch.md 5.4), got {}", t_max,
                             in.num_tokens);
   }
   const auto tokens = static_cast<std::size_t>(in.num_tokens);
@@ -32,6 +33,29 @@ Status check_dispatch_input(const TransportConfig& config, const DispatchInput& 
     if (in.topk_idx[i] < -1 || in.topk_idx[i] >= config.num_experts) {
       return invalid_argument("topk_idx", "entry {} must be in [-1, {}], got {}", i, config.num_experts - 1,
                               in.topk_idx[i]);
+    }
+  }
+  return check_token_routing(config.top_k, in);
+}
+
+// docs/errors.md 10: a valid slot's weight must not be NaN, and no token may name one expert twice (the
+// layouts of docs/dispatch.md 5 count a token once per expert).
+Status check_token_routing(int top_k, const DispatchInput& in) {
+  const auto k_max = static_cast<std::size_t>(top_k);
+  for (std::size_t t = 0; t < static_cast<std::size_t>(in.num_tokens); ++t) {
+    const std::size_t row = t * k_max;
+    for (std::size_t k = 0; k < k_max; ++k) {
+      const int e = in.topk_idx[row + k];
+      if (e < 0) continue;
+      if (std::isnan(in.topk_weights[row + k])) {
+        return invalid_argument("topk_weights", "entry {} (token {}, slot {}) must not be NaN", row + k, t, k);
+      }
+      for (std::size_t j = 0; j < k; ++j) {
+        if (in.topk_idx[row + j] == e) {
+          return invalid_argument("topk_idx", "token {} names expert {} in slots {} and {}; each expert at most once",
+                                  t, e, j, k);
+        }
+      }
     }
   }
   return Status();
@@ -208,7 +232,7 @@ void count_rank_major(const TransportConfig& config, int num_ranks, std::int64_t
   }
 }
 
-// SPEC 5.5 ht-rank / ht-two-level: visiting q ascending adds each token's rows in the prescribed order.
+// docs/dispatch.md 5.5 ht-rank / ht-two-level: visiting q ascending adds each token's rows in the prescribed order.
 void reduce_ht(const TransportConfig& config, int num_ranks, int num_tokens, CombineTree tree,
                std::span<const int> peer_begin, std::span<const int> record_token,
                std::span<const bf16* const> rows, std::span<const bf16> bias0, std::span<const bf16> bias1,
@@ -248,7 +272,7 @@ void reduce_ht(const TransportConfig& config, int num_ranks, int num_tokens, Com
   for (std::size_t i = 0; i < acc.size(); ++i) out[i] = bf16::from_float(acc[i]);
 }
 
-// SPEC 5.5 ll-weighted: per token, valid slots in ascending k.
+// docs/dispatch.md 5.5 ll-weighted: per token, valid slots in ascending k.
 void reduce_ll(const TransportConfig& config, int num_tokens, std::span<const float> topk_weights,
                std::span<const bf16* const> slot_rows, std::span<bf16> out) {
   const auto hidden = static_cast<std::size_t>(config.hidden);

@@ -1,6 +1,6 @@
 // Pieces every transport backend shares (mpi, direct, ...): argument checks of the Transport contract,
-// the SPEC 5.1 layout of a rank's own tokens, the receive-side routing of rank-major rows, and the
-// source-side reductions of the SPEC 5.5 combine trees. Backends differ in how bytes move, not in these.
+// the docs/dispatch.md 5.1 layout of a rank's own tokens, the receive-side routing of rank-major rows, and the
+// source-side reductions of the docs/dispatch.md 5.5 combine trees. Backends differ in how bytes move, not in these.
 //
 // Reductions take one pointer per returned record (the bf16 row [H] a peer sent back for one dispatched
 // record), so a backend can reduce straight from wherever the rows landed:
@@ -21,7 +21,7 @@
 namespace eps::transport {
 
 // The source side of one dispatch, which every backend's handle starts from: the caller's routing, the
-// SPEC 5.1 layout of these tokens, and the records to send in send order. Keys group the records: the
+// docs/dispatch.md 5.1 layout of these tokens, and the records to send in send order. Keys group the records: the
 // destination rank q for rank-major (one record per (q, t), t ascending), the global expert e = q * L + l
 // for the slot layouts (one record per valid (t, k), t ascending), so records go by q, then l, then t.
 class RoutedHandle : public DispatchHandle {
@@ -59,9 +59,11 @@ Result<const Handle*> owned_handle(const DispatchHandle& handle, const void* own
   return h;
 }
 
-// kInvalidArgument naming the field: T_r in [0, T_max], x / x_scales sizes, and (need_routing) topk sizes
-// and expert indices in [-1, E - 1].
+// kInvalidArgument naming the field: T_r in [0, T_max], x / x_scales sizes, and (need_routing) topk sizes,
+// expert indices in [-1, E - 1] and check_token_routing.
 Status check_dispatch_input(const TransportConfig& config, const DispatchInput& input, bool need_routing);
+// Per token: no NaN weight on a valid slot, no expert named twice (kInvalidArgument naming token and slots).
+Status check_token_routing(int top_k, const DispatchInput& input);
 // Every span of `layout` holds at least recv_capacity_rows(layout) rows.
 Status check_dispatch_output(const TransportConfig& config, int num_ranks, Layout layout,
                              const DispatchOutput& output);
@@ -70,7 +72,7 @@ Status check_dispatch_output(const TransportConfig& config, int num_ranks, Layou
 Status check_combine_args(const TransportConfig& config, int num_ranks, const DispatchHandle& handle,
                           int num_tokens, const CombineInput& input, const CombineOutput& output);
 
-// SPEC 5.1 for `topk_idx` [T, K] of this rank: tokens per rank, per expert, is_token_in_rank. The rank
+// docs/dispatch.md 5.1 for `topk_idx` [T, K] of this rank: tokens per rank, per expert, is_token_in_rank. The rank
 // prefix matrix (which needs every rank's counts) is left empty: see rank_prefix_matrix.
 dispatch::DispatchLayout local_layout(const TransportConfig& config, int num_ranks, int rank, int num_tokens,
                                       std::span<const int> topk_idx);
@@ -79,7 +81,7 @@ dispatch::DispatchLayout local_layout(const TransportConfig& config, int num_ran
 std::vector<int> rank_prefix_matrix(int num_ranks, std::span<const int> tokens_per_rank_of_every_rank);
 
 // One received rank-major record on `rank`: the token's routing [K] becomes recv_topk_idx (local index or -1)
-// and recv_topk_weights (+0.0f where not local), SPEC 5.2.
+// and recv_topk_weights (+0.0f where not local), docs/dispatch.md 5.2.
 void localize_routing(const TransportConfig& config, int num_ranks, int rank, const std::int32_t* topk_idx,
                       const float* topk_weights, int* recv_topk_idx, float* recv_topk_weights);
 // num_recv_tokens_per_expert [L] of `rows` rank-major rows: valid local slots, rounded up to the alignment.
@@ -92,7 +94,7 @@ void reduce_ht(const TransportConfig& config, int num_ranks, int num_tokens, Com
                std::span<bf16> out);
 void reduce_ll(const TransportConfig& config, int num_tokens, std::span<const float> topk_weights,
                std::span<const bf16* const> slot_rows, std::span<bf16> out);
-// combined_weights [T, K]: the input weight of valid slots, +0.0f for masked ones (SPEC 5.5).
+// combined_weights [T, K]: the input weight of valid slots, +0.0f for masked ones (docs/dispatch.md 5.5).
 void write_combined_weights(std::span<const int> topk_idx, std::span<const float> topk_weights,
                             std::span<float> out);
 

@@ -1,5 +1,5 @@
 // EPS_HD marks functions compiled for the host and for CUDA/HIP devices from one body, so that the CPU
-// tests cover the logic the device kernels run (ARCHITECTURE.md "Device").
+// tests cover the logic the device kernels run (docs/architecture.md "Device").
 #pragma once
 
 #if defined(__CUDACC__) || defined(__HIPCC__)

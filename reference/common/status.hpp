@@ -1,7 +1,7 @@
-// The one error model of epsuite (ARCHITECTURE.md, house style rule 3; SPEC 10).
+// The one error model of epsuite (docs/architecture.md, house style rule 3; docs/errors.md 10).
 //
 // Functions at API boundaries return `Status` or `Result<T>`. A `Status` carries a `StatusCode` that maps
-// one-to-one onto the process exit codes of SPEC 10, and a message that names the offending field and
+// one-to-one onto the process exit codes of docs/errors.md 10, and a message that names the offending field and
 // its allowed range ("router.k: must be in [1, 64], got 0"). At the CLI edge a failed status is thrown
 // once as `eps::Error` and turned into that exit code.
 #pragma once
@@ -15,13 +15,21 @@
 
 namespace eps {
 
-// Values are the SPEC 10 exit codes.
+// The first four values are the exit codes of docs/errors.md 10; kUnavailable exits 3 like kEnvironment but
+// is a different outcome (docs/errors.md 10.1): the hardware, provider or device is absent here, so the
+// case is skipped with its reason, whereas a timeout or peer failure (kEnvironment) is an error.
 enum class StatusCode : int {
   kOk = 0,
   kCheckFailed = 1,      // conformance failure or regression
   kInvalidArgument = 2,  // usage or configuration error, bad input data
-  kEnvironment = 3,      // missing device/provider, peer failure, timeout
+  kEnvironment = 3,      // peer failure, timeout, a failed system or library call
+  kUnavailable = 4,      // hardware, provider or device absent (exit code 3)
 };
+
+// The process exit code of `code` (docs/errors.md 10).
+constexpr int exit_code_of(StatusCode code) {
+  return code == StatusCode::kUnavailable ? 3 : static_cast<int>(code);
+}
 
 class [[nodiscard]] Status {
  public:
@@ -31,7 +39,7 @@ class [[nodiscard]] Status {
   static Status ok_status() { return Status(); }
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
-  int exit_code() const { return static_cast<int>(code_); }
+  int exit_code() const { return exit_code_of(code_); }
   const std::string& message() const { return message_; }
 
  private:
@@ -56,21 +64,26 @@ template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : data_(std::move(value)) {}         // NOLINT: implicit by design, like absl::StatusOr
-  Result(Status status) : data_(std::move(status)) {}  // NOLINT
+  // A Result made from a Status holds an error; an OK Status here is a programming error, kept visible.
+  Result(Status status)  // NOLINT
+      : data_(status.ok() ? Status(StatusCode::kEnvironment, "internal error: a Result was made from an OK Status")
+                          : std::move(status)) {}
   bool ok() const { return std::holds_alternative<T>(data_); }
   const Status& status() const {
     static const Status kOk;
     return ok() ? kOk : std::get<Status>(data_);
   }
-  T& value() & { return std::get<T>(data_); }
-  const T& value() const& { return std::get<T>(data_); }
-  T&& value() && { return std::get<T>(std::move(data_)); }
+  // The value; on an error, throws eps::Error carrying the error's status (never bad_variant_access).
+  T& value() & { return *checked(); }
+  const T& value() const& { return *checked(); }
+  T&& value() && { return std::move(*checked()); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
  private:
+  T* checked() const;
   std::variant<T, Status> data_;
 };
 
@@ -84,6 +97,12 @@ class Error : public std::runtime_error {
  private:
   Status status_;
 };
+
+template <typename T>
+T* Result<T>::checked() const {
+  if (!ok()) throw Error(std::get<Status>(data_));
+  return const_cast<T*>(&std::get<T>(data_));
+}
 
 inline void throw_if_error(const Status& status) {
   if (!status.ok()) throw Error(status);

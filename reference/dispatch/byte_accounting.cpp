@@ -3,8 +3,6 @@
 namespace eps::dispatch {
 namespace {
 
-constexpr std::int64_t kLlHeaderBytes = 16;
-
 // One unit of `bytes` moving src -> dst.
 void move(std::vector<RankTraffic>& op, int src, int dst, std::int64_t bytes) {
   op[dst].recv.algo += bytes;
@@ -20,10 +18,7 @@ std::int64_t ht_dispatch_row_bytes(PayloadType dtype, int hidden) {
   return static_cast<std::int64_t>(payload_row_bytes(dtype, hidden)) + 4 * payload_num_scales(dtype, hidden);
 }
 
-std::int64_t ll_dispatch_message_bytes(PayloadType dtype, int hidden) {
-  if (dtype == PayloadType::kBf16) return 2 * static_cast<std::int64_t>(hidden);
-  return ht_dispatch_row_bytes(dtype, hidden) + kLlHeaderBytes;
-}
+std::int64_t ll_dispatch_message_bytes(PayloadType dtype, int hidden) { return ht_dispatch_row_bytes(dtype, hidden); }
 
 std::int64_t combine_row_bytes(int hidden) { return 2 * static_cast<std::int64_t>(hidden); }
 

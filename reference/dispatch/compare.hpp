@@ -1,5 +1,5 @@
-// Bit-exact comparison of an actual buffer with the expected one, for the conformance suite (SPEC 5,
-// SPEC 9.1 `check`). Independent of MPI: each rank compares its own buffers and the harness gathers the
+// Bit-exact comparison of an actual buffer with the expected one, for the conformance suite (docs/dispatch.md 5,
+// docs/results.md 9.1 `check`). Independent of MPI: each rank compares its own buffers and the harness gathers the
 // reports.
 //
 // A CompareReport counts mismatches and keeps the first one as (field, rank, source rank, source token,

@@ -1,26 +1,26 @@
-// The dispatch problem (SPEC 5): shapes, payload type, placement and the routing of ALL ranks, validated
+// The dispatch problem (docs/dispatch.md 5): shapes, payload type, placement and the routing of ALL ranks, validated
 // once and materialized (R·T·K ints and floats, small even for the largest presets), so that any rank can
 // compute its own expected outputs without communication. Payload rows are NOT held here: they are
 // regenerated on demand through a RowSource (row_source.hpp).
 //
-// Inputs on rank r (SPEC 5): `topk_idx [T_r, K]` (int32 here; -1 = masked slot) and `topk_weights
-// [T_r, K]` (f32). `dst_ranks(r, t)` is the set of ranks that own t's valid slots (SPEC 5), computed with
+// Inputs on rank r (docs/dispatch.md 5): `topk_idx [T_r, K]` (int32 here; -1 = masked slot) and `topk_weights
+// [T_r, K]` (f32). `dst_ranks(r, t)` is the set of ranks that own t's valid slots (docs/dispatch.md 5), computed with
 // the ExpertMap (expert_map.hpp).
 //
 // Validation (`DispatchPlan::make`) rejects, with one message naming the field and its allowed range:
 // - num_ranks outside [1, kMaxRanks]; num_experts outside [1, kMaxExperts] or not a multiple of num_ranks
 //   when no placement is given; top_k outside [1, kMaxTopK]; hidden outside [1, kMaxHidden];
-//   hidden not a multiple of 128 for fp8 payloads (SPEC 1.2); max_tokens_per_rank outside
+//   hidden not a multiple of 128 for fp8 payloads (docs/numerics.md 1.2); max_tokens_per_rank outside
 //   [0, kMaxTokensPerRank]; expert_alignment outside [1, kMaxExpertAlignment];
 // - a placement whose num_ranks / num_experts differ from the config;
 // - routing with a number of entries other than num_ranks; num_tokens outside [0, max_tokens_per_rank]
-//   (T_r > T_max is an input error, SPEC 5.4, for every layout); topk_idx / topk_weights whose size is not
+//   (T_r > T_max is an input error, docs/dispatch.md 5.4, for every layout); topk_idx / topk_weights whose size is not
 //   num_tokens · top_k;
 // - a topk_idx entry outside [-1, num_experts);
 // - the same expert twice among one token's valid slots: an ERROR (DeepEP requires distinct experts per
-//   token; SPEC does not say). It also guarantees at most one row per (local expert, r, t) in the
+//   token; the contract does not say). It also guarantees at most one row per (local expert, r, t) in the
 //   expert-major and LL layouts;
-// - a NaN weight on a valid slot (SPEC 10). Weights of masked slots are never read and may hold anything.
+// - a NaN weight on a valid slot (docs/errors.md 10). Weights of masked slots are never read and may hold anything.
 #pragma once
 
 #include <cstddef>
@@ -39,9 +39,9 @@ inline constexpr int kMaxTopK = 64;
 inline constexpr int kMaxHidden = 1 << 20;
 inline constexpr int kMaxTokensPerRank = 1 << 20;
 inline constexpr int kMaxExpertAlignment = 1 << 20;
-inline constexpr int kFp8GroupSize = 128;  // channels per fp8 scale (SPEC 1.2)
+inline constexpr int kFp8GroupSize = 128;  // channels per fp8 scale (docs/numerics.md 1.2)
 
-// Dispatch payload type. Combine is always bf16 (SPEC 5.5).
+// Dispatch payload type. Combine is always bf16 (docs/dispatch.md 5.5).
 enum class PayloadType { kBf16, kFp8 };
 
 // Bytes of one payload row without scales: 2H for bf16 (bf16 bit patterns, native byte order), H for fp8
@@ -57,7 +57,7 @@ struct DispatchConfig {
   int hidden = 1;               // H
   int max_tokens_per_rank = 0;  // T_max: the LL buffer capacity; every T_r must be <= T_max
   PayloadType dtype = PayloadType::kBf16;
-  int expert_alignment = 1;  // SPEC 5.2 / 5.3 rounding of per-expert counts and segments
+  int expert_alignment = 1;  // docs/dispatch.md 5.2 / 5.3 rounding of per-expert counts and segments
 };
 
 // The routing of one source rank.

@@ -1,4 +1,4 @@
-// HT dispatch, expert-major layout "O-expert" (SPEC 5.3, Megatron alltoall order): the expected outputs of
+// HT dispatch, expert-major layout "O-expert" (docs/dispatch.md 5.3, Megatron alltoall order): the expected outputs of
 // destination rank q.
 //
 // Rows: one per (local expert l, source rank r, source token t) such that some slot k of (r, t) is placed

@@ -52,7 +52,7 @@ Result<ExpertMap> ExpertMap::make_replicated(int num_ranks, int num_experts, std
   for (int e = 0; e < num_experts; ++e) {
     if (map.replica_begin_[e + 1] == 0) {
       return invalid_argument("phy2log",
-                              "expert {} has no replica; every expert needs at least one (SPEC 8.1)", e);
+                              "expert {} has no replica; every expert needs at least one (docs/eplb.md 8.1)", e);
     }
     map.replica_begin_[e + 1] += map.replica_begin_[e];
   }
@@ -71,7 +71,7 @@ std::span<const int> ExpertMap::replicas(int expert) const {
 
 SlotPlacement ExpertMap::place(int expert, int token, int k, int top_k) const {
   const std::span<const int> slots = replicas(expert);
-  // SPEC 8.4: flattened index t·K + k on the source rank, taken in 64 bits so large T·K cannot wrap.
+  // docs/eplb.md 8.4: flattened index t·K + k on the source rank, taken in 64 bits so large T·K cannot wrap.
   const auto flat = static_cast<long long>(token) * top_k + k;
   const int p = slots[static_cast<std::size_t>(flat % static_cast<long long>(slots.size()))];
   return SlotPlacement{p / slots_per_rank_, p % slots_per_rank_};

@@ -1,4 +1,4 @@
-// LL (low-latency) dispatch (SPEC 5.4): the expected packed layout of destination rank q, and a checker
+// LL (low-latency) dispatch (docs/dispatch.md 5.4): the expected packed layout of destination rank q, and a checker
 // that accepts any valid block order (unordered backends) or only the canonical one (ordered backends).
 //
 // Shapes, with L = plan.num_local_experts() and C = R · T_max (config.max_tokens_per_rank):
@@ -66,7 +66,7 @@ struct LlView {
 
 enum class LlOrder {
   kOrdered,    // canonical block order and ascending t inside a block
-  kUnordered,  // any block placement and any row order inside a block (SPEC 5.4)
+  kUnordered,  // any block placement and any row order inside a block (docs/dispatch.md 5.4)
 };
 
 // Checks `actual` against the plan and the RowSource. Mismatch fields: "packed_recv_count" (column l),

@@ -1,4 +1,4 @@
-// HT dispatch, rank-major layout "O-rank" (SPEC 5.2): the expected outputs of destination rank q.
+// HT dispatch, rank-major layout "O-rank" (docs/dispatch.md 5.2): the expected outputs of destination rank q.
 //
 // Rows: one per (r, t) with q ∈ dst_ranks(r, t), ordered by (r ascending, t ascending); N_q rows in all
 // (= rank_prefix_matrix[R-1][q], layout.hpp). Row i carries:

@@ -1,9 +1,9 @@
-// RowSource: payload rows regenerated on demand (SPEC 2.1, SPEC 5).
+// RowSource: payload rows regenerated on demand (docs/numerics.md 2.1, docs/dispatch.md 5).
 //
 // The expected outputs of a rank need the payload rows of its peers, and the payloads of all ranks are
 // far too large to hold at once (8 ranks × 4096 tokens × 7168 bytes for ht-deepseek-v3), so the
 // reference never materializes them: it asks a RowSource for exactly the rows it needs. A workload
-// generator implements RowSource by regenerating the row from (seed, stream, rank, token) (SPEC 2.1);
+// generator implements RowSource by regenerating the row from (seed, stream, rank, token) (docs/numerics.md 2.1);
 // MaterializedRowSource below holds explicit rows for tests and small problems.
 //
 // Contract for implementations:
@@ -11,7 +11,7 @@
 //   exactly payload_row_bytes(dtype, H) (dispatch_plan.hpp): 2H bytes of bf16 bit patterns in native
 //   byte order, or H fp8 e4m3fn codes. Every byte must be written.
 // - fill_scales(rank, token, scales): fp8 payloads only, writes the H/128 fp32 scales of that row
-//   (SPEC 1.2). Never called for bf16 payloads (a bf16 source may leave the body empty).
+//   (docs/numerics.md 1.2). Never called for bf16 payloads (a bf16 source may leave the body empty).
 // - Both are pure: the same arguments always give the same bytes, whatever the call order or thread
 //   (concurrent calls on one object must be safe). Callers only ask for tokens in [0, T_rank).
 #pragma once

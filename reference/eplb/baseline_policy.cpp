@@ -1,4 +1,4 @@
-// greedy and static baselines (SPEC 8.3); the rules are written out in policy.hpp.
+// greedy and static baselines (docs/eplb.md 8.3); the rules are written out in policy.hpp.
 #include "reference/eplb/packing.hpp"
 #include "reference/eplb/policies.hpp"
 

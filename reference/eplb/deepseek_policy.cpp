@@ -1,4 +1,4 @@
-// deepseek (SPEC 8.2); the rules are written out in policy.hpp.
+// deepseek (docs/eplb.md 8.2); the rules are written out in policy.hpp.
 #include "reference/eplb/packing.hpp"
 #include "reference/eplb/policies.hpp"
 

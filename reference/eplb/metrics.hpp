@@ -1,4 +1,4 @@
-// Figures of merit of a placement (SPEC 8.5).
+// Figures of merit of a placement (docs/eplb.md 8.5).
 //
 // Rank load (even split): load_r = sum over the slots s of rank r of load[phy2log[s]] / logcnt[phy2log[s]]
 // (float64, ascending slot order), i.e. each expert's tokens split evenly over its replicas.

@@ -1,4 +1,4 @@
-// mindie-a2a, mindie-ag and mindie-ex (SPEC 8.3, MindIE-SD DyEPLB); the rules are written out in
+// mindie-a2a, mindie-ag and mindie-ex (docs/eplb.md 8.3, MindIE-SD DyEPLB); the rules are written out in
 // policy.hpp. Every scan visits experts, then ranks, in ascending id and keeps only strict improvements,
 // which is how the lowest-id tie rule replaces the original's random and argsort-order choices.
 #include <algorithm>

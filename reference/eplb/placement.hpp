@@ -1,4 +1,4 @@
-// An expert placement (SPEC 8.1): which logical expert each physical slot holds, per MoE layer.
+// An expert placement (docs/eplb.md 8.1): which logical expert each physical slot holds, per MoE layer.
 //
 // Shapes and meaning, for `layers` layers, E logical experts, P physical slots and R ranks:
 //   phy2log [layers, P]     the logical expert held by slot p; slot p lives on rank p / (P/R).
@@ -9,7 +9,7 @@
 // Storage is flat and row-major; the accessors below index it. The fields are public so that a caller
 // (or a test) can build any placement; `check_placement` says whether it is valid.
 //
-// Invariants (SPEC 8.1), each checked by `check_placement` with a message naming it:
+// Invariants (docs/eplb.md 8.1), each checked by `check_placement` with a message naming it:
 //   "shape"        every array has the size its dimensions say; E >= 1, R >= 1, P % R == 0, P >= E;
 //   "range"        every phy2log entry is an expert id in [0, E);
 //   "coverage"     every expert has at least one replica (logcnt >= 1);
@@ -67,7 +67,7 @@ Result<Placement> make_placement(std::span<const std::vector<int>> phy2log,
 Result<Placement> placement_from_phy2log(std::span<const std::vector<int>> phy2log, int num_experts,
                                          int num_ranks);
 
-// Verifies every SPEC 8.1 invariant; the error message starts with "placement: <invariant>" (see above)
+// Verifies every docs/eplb.md 8.1 invariant; the error message starts with "placement: <invariant>" (see above)
 // and names the layer, expert or slot at fault.
 Status check_placement(const Placement& placement);
 

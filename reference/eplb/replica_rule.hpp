@@ -1,4 +1,4 @@
-// Replica dispatch rule (SPEC 8.4): which physical slot serves one (token, k) routing assignment.
+// Replica dispatch rule (docs/eplb.md 8.4): which physical slot serves one (token, k) routing assignment.
 //
 // kModulo:     assignment (t, k) on the source rank to expert e with cnt_e replicas goes to replica
 //              j = (t*K + k) mod cnt_e, i.e. slot log2phy[l][e][j]; t is the token index on the source rank
@@ -7,7 +7,7 @@
 //              (ordered by replica index): candidates[n mod |candidates|]; when there are none, among the
 //              replicas on the source rank's node (ranks [node*RPN, (node+1)*RPN), RPN = ranks_per_node);
 //              when there are none either, the kModulo rule.
-// Replicas hold identical weights, so the choice never changes a token's result (SPEC 4.2), only where
+// Replicas hold identical weights, so the choice never changes a token's result (docs/layer.md 4.2), only where
 // it is computed.
 #pragma once
 

@@ -1,7 +1,7 @@
-// One expert ready to run with a chosen kernel (SPEC 4.1-4.2), and its weights generated from the
-// SPEC 2.2 value mappings. This is the interface the MoE layer reference uses.
+// One expert ready to run with a chosen kernel (docs/layer.md 4.1-4.2), and its weights generated from the
+// docs/numerics.md 2.2 value mappings. This is the interface the MoE layer reference uses.
 //
-// Kernels: `scalar` (swiglu.hpp: SPEC 1.4 ascending sums, the reference) and `vectorized`
+// Kernels: `scalar` (swiglu.hpp: docs/numerics.md 1.4 ascending sums, the reference) and `vectorized`
 // (tree_kernel.hpp: the fixed 16-lane tree with FMA, batch invariant, on the widest SIMD path of this
 // CPU). Both produce bit-identical results for a row whatever batch it is part of; they differ from each
 // other only in the rounding of the dot products.
@@ -25,7 +25,7 @@ std::string_view expert_kernel_name(ExpertKernelKind kind);
 // Parses a kernel name; the error names `field` and the allowed values.
 Result<ExpertKernelKind> parse_expert_kernel(std::string_view field, std::string_view name);
 
-// Routed experts, shared experts: SPEC 2.2 weights use different matrix ids for them.
+// Routed experts, shared experts: docs/numerics.md 2.2 weights use different matrix ids for them.
 enum class ExpertRole { kRouted, kShared };
 
 // Weights of routed expert `index` (or shared expert `index`) of `layer`, from

@@ -1,4 +1,4 @@
-// SwiGLU expert FFN, scalar reference kernel (SPEC 4.1, SPEC 1.4).
+// SwiGLU expert FFN, scalar reference kernel (docs/layer.md 4.1, docs/numerics.md 1.4).
 //
 //   a = W1 · x,  b = W3 · x            fp32 dot products, x bf16 [H], W1/W3 bf16 [F, H] row-major
 //   h = bf16(silu(a) * b)              silu(a) = a / (1 + exp(-a)) in fp32 (std::exp on float)
@@ -41,7 +41,7 @@ Status validate_expert_weights(const ExpertWeights& weights);
 
 // Where a kernel writes its results for a batch of n rows. `y` is required; the fp32 views are optional
 // (empty = not wanted) and expose the values before their bf16 rounding, so that the dot products of
-// two kernels can be compared ulp by ulp (SPEC 4.2):
+// two kernels can be compared ulp by ulp (docs/layer.md 4.2):
 //   y       [n, H] bf16   the expert output
 //   y_fp32  [n, H] fp32   W2 · h before rounding to bf16
 //   a_fp32  [n, F] fp32   W1 · x
@@ -60,15 +60,15 @@ struct ExpertOutputs {
 Status validate_expert_io(const ExpertShape& shape, std::span<const bf16> x, const ExpertOutputs& out,
                           std::size_t* rows);
 
-// silu(a) = a / (1 + exp(-a)) evaluated in fp32 exactly in that operation order (SPEC 4.1). Edge
+// silu(a) = a / (1 + exp(-a)) evaluated in fp32 exactly in that operation order (docs/layer.md 4.1). Edge
 // values follow from the formula: silu(±0) = ±0, silu(+inf) = +inf, silu(-inf) = NaN (-inf / inf),
 // silu(a) = -0 for a < about -88.7 where exp(-a) overflows to +inf.
 float silu_fp32(float a);
 
-// h = bf16(silu(a) * b), the product rounded once in fp32 and then to bf16 (SPEC 4.1).
+// h = bf16(silu(a) * b), the product rounded once in fp32 and then to bf16 (docs/layer.md 4.1).
 inline bf16 swiglu_gate(float a, float b) { return bf16::from_float(silu_fp32(a) * b); }
 
-// Scalar reference: runs the expert on the rows x [n, H] (n may be 0). Every dot product is the SPEC
+// Scalar reference: runs the expert on the rows x [n, H] (n may be 0). Every dot product is docs/numerics.md
 // 1.4 ascending sum. Errors: invalid weights or mis-sized buffers.
 Status swiglu_scalar(const ExpertWeights& weights, std::span<const bf16> x, const ExpertOutputs& out);
 

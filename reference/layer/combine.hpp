@@ -1,11 +1,11 @@
-// Combine trees of the MoE layer (SPEC 4.3, SPEC 5.5): how a token's weighted expert outputs become its
+// Combine trees of the MoE layer (docs/layer.md 4.3, docs/dispatch.md 5.5): how a token's weighted expert outputs become its
 // bf16 routed output. The single-process layer implements every tree for a given R and placement, so a
 // distributed layer is compared bit-exactly with the reference for the tree its transport declares.
 //
-// A token's slots are given in slot order (SPEC 4.3: token choice = router order, expert choice =
+// A token's slots are given in slot order (docs/layer.md 4.3: token choice = router order, expert choice =
 // ascending expert id); a slot with expert -1 (a dropped token-choice assignment) is skipped. With
 // w the slot weight and y the bf16 expert output, every sum is fp32 in the order written, starting from
-// 0.0f, one rounding per operation (SPEC 1.4, no FMA):
+// 0.0f, one rounding per operation (docs/numerics.md 1.4, no FMA):
 //   ll-weighted:  routed = bf16(Σ_{slots ascending} w · fp32(y))
 //   ht-rank:      p_q = bf16(Σ_{slots on rank q, ascending} w · fp32(y)) for every rank q owning a slot;
 //                 routed = bf16(Σ_{q ascending} fp32(p_q))
@@ -29,7 +29,7 @@ enum class CombineTree { kLlWeighted, kHtRank };
 std::string_view combine_tree_name(CombineTree tree);
 Result<CombineTree> parse_combine_tree(std::string_view field, std::string_view name);
 
-// Expert -> rank placement for ht-rank. `expert_rank` empty means the SPEC default: expert e on rank
+// Expert -> rank placement for ht-rank. `expert_rank` empty means the default placement: expert e on rank
 // e / (E / R), which needs R to divide E. Errors name the fields: "num_ranks: ...", "expert_rank[e]: ...".
 Result<std::vector<int>> resolve_expert_rank(int num_experts, int num_ranks,
                                              std::span<const int> expert_rank);

@@ -1,4 +1,4 @@
-// bfloat16 (SPEC 1.1): fp32 -> bf16 rounds to nearest even on the upper 16 bits; NaN stays a quiet NaN
+// bfloat16 (docs/numerics.md 1.1): fp32 -> bf16 rounds to nearest even on the upper 16 bits; NaN stays a quiet NaN
 // (sign and payload top bits kept, quiet bit forced); bf16 -> fp32 is exact.
 #pragma once
 

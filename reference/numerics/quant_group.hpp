@@ -1,4 +1,4 @@
-// FP8 per-token quantization of one group of 128 channels (SPEC 1.2, DeepEP convention): the kernel
+// FP8 per-token quantization of one group of 128 channels (docs/numerics.md 1.2, DeepEP convention): the kernel
 // body shared by the host reference (quant.hpp) and the CUDA/HIP kernels (impls/device), so the CPU
 // tests cover what the devices run.
 //
@@ -67,7 +67,7 @@ EPS_HD inline Fp8GroupScale fp8_group_scale(float amax, Fp8ScaleMode mode) {
   if (mode == Fp8ScaleMode::kRoundScale) {
     s.scale = pow2_ceil(amax / kFp8Max);
     // 1 / 2^k is exact here (scale lies in [2^-22, 2^120] or is inf), and x * 2^-k rounds the same real
-    // number as x / 2^k, so the multiply equals SPEC 1.2's division bit for bit.
+    // number as x / 2^k, so the multiply equals docs/numerics.md 1.2's division bit for bit.
     s.multiplier = 1.0f / s.scale;
   } else {
     s.scale = amax / kFp8Max;

@@ -10,9 +10,9 @@
 namespace eps::routing {
 namespace {
 
-constexpr float kGateEpsilon = 1e-20f;  // SPEC 3.3 denominator guard
+constexpr float kGateEpsilon = 1e-20f;  // docs/routing.md 3.3 denominator guard
 
-// Canonical order (SPEC 1.3) of (key, position) as one unsigned integer: the order-preserving bits of the
+// Canonical order (docs/numerics.md 1.3) of (key, position) as one unsigned integer: the order-preserving bits of the
 // key above the complemented position, so a larger integer comes first. -0.0 is folded onto +0.0 because
 // the two compare equal as keys (they tie and the lower position wins).
 std::uint64_t canonical_code(float key, std::uint32_t position) {
@@ -165,7 +165,7 @@ std::vector<Pass> plan_passes(const ExpertChoiceConfig& config, const RoutingInp
 }
 
 // CSR slots from the per-pass selections: passes are visited in token order and experts ascending, so
-// every token's experts come out ascending (SPEC 4.3 slot order for expert choice). The selection keys go
+// every token's experts come out ascending (docs/layer.md 4.3 slot order for expert choice). The selection keys go
 // to slot_gate; the gate step turns them into gates in place (no second gather from the logits).
 void build_slots(const std::vector<Pass>& passes, const std::vector<Kept>& kept, Routing& routing) {
   const std::int64_t e = routing.num_experts;
@@ -191,7 +191,7 @@ void build_slots(const std::vector<Pass>& passes, const std::vector<Kept>& kept,
   }
 }
 
-// SPEC 3.3 EC-DLM gates over J_i, then the Fscale[|J_i|] factor; slot_gate holds the logits l_ij.
+// docs/routing.md 3.3 EC-DLM gates over J_i, then the Fscale[|J_i|] factor; slot_gate holds the logits l_ij.
 void dlm_gates(const ExpertChoiceConfig& config, Routing& routing) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   for (std::int64_t t = 0; t < routing.num_tokens; ++t) {

@@ -1,4 +1,4 @@
-// One router configuration of any kind (token choice, SPEC 3.1-3.2, or expert choice, SPEC 3.3-3.4) and
+// One router configuration of any kind (token choice, docs/routing.md 3.1-3.2, or expert choice, docs/routing.md 3.3-3.4) and
 // the single entry point that runs it; the MoE layer and the CLI hold a RouterConfig and call `route`.
 #pragma once
 

@@ -25,8 +25,8 @@ Status check_logit_values(const RoutingInput& input) {
     const float v = input.logits[i];
     if (v < kInf) continue;
     const std::string field = fmt::format("logits[{}][{}]", i / input.num_experts, i % input.num_experts);
-    if (std::isnan(v)) return invalid_argument(field, "NaN is not allowed (SPEC 1.3)");
-    return invalid_argument(field, "+inf is not allowed (only -inf, SPEC 1.3)");
+    if (std::isnan(v)) return invalid_argument(field, "NaN is not allowed (docs/numerics.md 1.3)");
+    return invalid_argument(field, "+inf is not allowed (only -inf, docs/numerics.md 1.3)");
   }
   return Status();
 }

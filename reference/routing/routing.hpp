@@ -1,19 +1,19 @@
-// The input and output of every router (SPEC 3): `logits (fp32, [T, E]) -> (selection, gates)`.
+// The input and output of every router (docs/routing.md 3): `logits (fp32, [T, E]) -> (selection, gates)`.
 //
 // Input: `RoutingInput` holds row-major logits [T, E] of T = B·S tokens, sample-major (token i belongs to
-// sample i / S), the sequence length S and, for step-dependent capacity (SPEC 3.4), one mask ratio per
+// sample i / S), the sequence length S and, for step-dependent capacity (docs/routing.md 3.4), one mask ratio per
 // sample. `validate_routing_input` checks it once for every router:
 //   - T >= 1, E >= 1, logits.size() == T·E                      ("logits: ...")
-//   - no NaN  -> "logits[t][e]: NaN is not allowed" (SPEC 1.3); no +inf -> "logits[t][e]: +inf is not
+//   - no NaN  -> "logits[t][e]: NaN is not allowed" (docs/numerics.md 1.3); no +inf -> "logits[t][e]: +inf is not
 //     allowed" (+inf would make the max-subtracted softmax NaN); -inf is allowed and sorts last
 //   - S in [1, T] and T a multiple of S                          ("seq_len: ...")
 //   - mask_ratio empty or of size B, every value in [0, 1]       ("mask_ratio[b]: ...")
 //
-// Output: `Routing`, per token its slots in SPEC 4.3 slot order (token choice: router order, i.e. the
+// Output: `Routing`, per token its slots in docs/layer.md 4.3 slot order (token choice: router order, i.e. the
 // canonical order of the selection key, with a dropped slot kept in place as expert -1 / gate 0; expert
 // choice: ascending expert id, only the experts that picked the token) as CSR arrays, plus the statistics
-// every consumer reports (SPEC 3.2-3.4). `to_fixed_topk` converts it to the fixed [T, width]
-// topk_idx / topk_weights form that dispatch takes (SPEC 5), padded with -1 / 0.0f.
+// every consumer reports (docs/routing.md 3.2-3.4). `to_fixed_topk` converts it to the fixed [T, width]
+// topk_idx / topk_weights form that dispatch takes (docs/dispatch.md 5), padded with -1 / 0.0f.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +30,7 @@ struct RoutingInput {
   std::int64_t num_tokens = 0;        // T = B·S
   std::int64_t num_experts = 0;       // E
   std::int64_t seq_len = 0;           // S; T must be a multiple of it
-  std::span<const float> mask_ratio;  // [B] r_b in [0, 1] (SPEC 3.4), or empty
+  std::span<const float> mask_ratio;  // [B] r_b in [0, 1] (docs/routing.md 3.4), or empty
 
   std::int64_t num_samples() const { return seq_len > 0 ? num_tokens / seq_len : 0; }
   float logit(std::int64_t t, std::int64_t e) const { return logits[t * num_experts + e]; }
@@ -49,7 +49,7 @@ struct Routing {
   // CSR: token t's slots are [slot_begin[t], slot_begin[t + 1]) of slot_expert / slot_gate.
   std::vector<std::int64_t> slot_begin;   // [T + 1]
   std::vector<std::int32_t> slot_expert;  // expert id, -1 for a dropped token-choice slot
-  std::vector<float> slot_gate;           // final slot weight (SPEC 4.3 `w`); 0.0f for a dropped slot
+  std::vector<float> slot_gate;           // final slot weight (docs/layer.md 4.3 `w`); 0.0f for a dropped slot
 
   std::vector<std::int64_t> k_per_sample;  // [B]: k_b (token choice: K for every sample)
   // Expert choice, sequence scope: c_b per sample ([B]); empty for the other routers.
@@ -66,7 +66,7 @@ struct Routing {
   // (E·C_total − kept) / (E·C_total) with C_total = C (token choice), Σ_b c_b or c (expert choice);
   // nullopt when dropless or E·C_total = 0.
   std::optional<double> padding_waste;
-  std::int64_t compute_cost = 0;  // Σ_b S·k_b (SPEC 3.4)
+  std::int64_t compute_cost = 0;  // Σ_b S·k_b (docs/routing.md 3.4)
   std::int64_t static_cost = 0;   // B·S·k with the router's static k (token choice: K)
 
   std::int64_t num_samples() const { return seq_len > 0 ? num_tokens / seq_len : 0; }
@@ -79,7 +79,7 @@ struct Routing {
   }
 };
 
-// The dispatch form of a routing (SPEC 5): topk_idx / topk_weights [num_tokens, width], row-major,
+// The dispatch form of a routing (docs/dispatch.md 5): topk_idx / topk_weights [num_tokens, width], row-major,
 // slots in slot order, padded with -1 / 0.0f.
 struct FixedTopk {
   std::int64_t num_tokens = 0;

@@ -1,4 +1,4 @@
-// Timestep-dependent capacity (SPEC 3.4): the per-sample k_b of expert choice from the sample's mask ratio.
+// Timestep-dependent capacity (docs/routing.md 3.4): the per-sample k_b of expert choice from the sample's mask ratio.
 //
 //   k_b = clamp(round_half_even(k_min + (k_max − k_min)·s(r_b)), k_min, k_max)
 //
@@ -73,7 +73,7 @@ struct KSchedule {
 Status validate_k_schedule(const KSchedule& k_schedule, std::int64_t num_experts,
                            std::string_view prefix = "");
 
-// k_b for a sample with mask ratio r (SPEC 3.4).
+// k_b for a sample with mask ratio r (docs/routing.md 3.4).
 std::int64_t scheduled_k(const KSchedule& k_schedule, float mask_ratio);
 
 }  // namespace eps::routing

@@ -1,4 +1,4 @@
-// Router score functions in fp32 with the operation order fixed by SPEC 1.4 / 3.1 (the reference library
+// Router score functions in fp32 with the operation order fixed by docs/numerics.md 1.4 / 3.1 (the reference library
 // is built with -ffp-contract=off, so every operation rounds once).
 //
 // sigmoid(x) = 1 / (1 + exp(-x)); sigmoid(-inf) = 0. Inputs must not be NaN or +inf.

@@ -81,7 +81,7 @@ void drop_slot(Routing& routing, std::int64_t slot) {
   routing.slot_gate[slot] = 0.0f;
 }
 
-// SPEC 3.2 `position`: all first choices (ascending token) before any second choice.
+// docs/routing.md 3.2 `position`: all first choices (ascending token) before any second choice.
 void drop_by_position(Routing& routing, std::int64_t k, std::int64_t capacity) {
   std::vector<std::int64_t> load(routing.num_experts, 0);
   for (std::int64_t slot_rank = 0; slot_rank < k; ++slot_rank) {
@@ -97,7 +97,7 @@ void drop_by_position(Routing& routing, std::int64_t k, std::int64_t capacity) {
   }
 }
 
-// SPEC 3.2 `probs`: per expert keep the `capacity` largest final gates, ties to the lower token index.
+// docs/routing.md 3.2 `probs`: per expert keep the `capacity` largest final gates, ties to the lower token index.
 void drop_by_probs(Routing& routing, std::int64_t capacity) {
   std::vector<std::vector<std::int64_t>> slots_of_expert(routing.num_experts);
   for (std::size_t slot = 0; slot < routing.slot_expert.size(); ++slot) {

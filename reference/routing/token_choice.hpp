@@ -1,12 +1,12 @@
-// Token-choice routing (SPEC 3.1) with capacity and drops (SPEC 3.2), the reference every TC router of
+// Token-choice routing (docs/routing.md 3.1) with capacity and drops (docs/routing.md 3.2), the reference every TC router of
 // epsuite is compared with exactly.
 //
-// Per token t, in fp32 (SPEC 1.4, operation order as written):
+// Per token t, in fp32 (docs/numerics.md 1.4, operation order as written):
 //   1. Scores p_e: `softmax` (scores.hpp: max-subtracted, sum ascending e; a row of all -inf gives p = 0)
 //      or `sigmoid` σ(l_e) = 1 / (1 + exp(−l_e)).
 //   2. Selection key q_e = p_e + bias_e (bias empty: q_e = p_e). The bias only selects; gates use p.
 //      Because selection uses scores, experts whose softmax score underflows to 0 tie with -inf logits
-//      and are ordered by index (SPEC 1.3 on the key).
+//      and are ordered by index (docs/numerics.md 1.3 on the key).
 //   3. Group-limited routing (DeepSeek-V3) when groups G > 1: the E experts form G groups of E/G
 //      consecutive ids; group key = q_a + q_b of the group's two canonical-first keys (one key if E/G = 1);
 //      keep the topk_groups canonical-first groups; only their experts are candidates.
@@ -14,7 +14,7 @@
 //   5. Gates: renorm: g_k = (p_k / Σ p) · scaling, Σ over the K selected slots in slot order starting
 //      from 0.0f (sigmoid: σ / Σσ); if that sum is 0 (every selected score is 0) every gate is 0.0f.
 //      Without renorm: g_k = p_k · scaling. (scaling = routed_scaling_factor; 1.0 multiplies exactly.)
-//   6. Capacity (SPEC 3.2), per expert over all T tokens of the batch (computed in double):
+//   6. Capacity (docs/routing.md 3.2), per expert over all T tokens of the batch (computed in double):
 //        megatron: C = ceil((double(T·K) / E) · cf)   (Megatron-Core's get_capacity operation order; a
 //                  decimal cf that is not exact in binary can land one above the decimal answer, e.g.
 //                  T·K/E = 50, cf = 1.1 gives 55.00000000000001 -> C = 56)

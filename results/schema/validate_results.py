@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Validates epsuite results documents against results-v1.schema.json (SPEC 9.1).
+"""Validates epsuite results documents against results-v1.schema.json (docs/results.md 9.1).
 
 usage: validate_results.py SCHEMA DOCUMENT...   exit 0 when every document is valid, 1 otherwise.
 """

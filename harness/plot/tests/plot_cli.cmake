@@ -1,4 +1,4 @@
-# `epsuite plot` end to end (issue 6 item 4), run by ctest as
+# `epsuite plot` end to end, run by ctest as
 #   cmake -DEPSUITE=... -DPYTHON=... -DVALIDATOR=... -DSCHEMA=... -DHERE=... -DWORK_DIR=... -DCASE=... -P plot_cli.cmake
 # CASE two-files: the two schema-valid fixtures of this folder are plotted; check_plots.py checks the files
 #   and the series of plots.json. Other CASEs: one bad input each (a foreign JSON, a truncated file, a schema

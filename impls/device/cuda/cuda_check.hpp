@@ -1,4 +1,4 @@
-// EPS_CUDA_CHECK: every CUDA runtime return code in epsuite goes through it (ARCHITECTURE.md, house style
+// EPS_CUDA_CHECK: every CUDA runtime return code in epsuite goes through it (docs/architecture.md, house style
 // rule 3). On failure the enclosing function returns a kEnvironment Status naming the CUDA error, the
 // failed call, file:line and the host: "CUDA cudaErrorInvalidValue (invalid argument) from
 // cudaMemcpyAsync(...) at impls/device/cuda/x.cpp:42 on host gpu07". Host code only (compiled by the C++

@@ -1,4 +1,4 @@
-// CUDA kernels of the numerics (SPEC 1.2, SPEC 2.1), built for sm_90 into eps_device_cuda. The kernels
+// CUDA kernels of the numerics (docs/numerics.md 1.2, docs/numerics.md 2.1), built for sm_90 into eps_device_cuda. The kernels
 // run the EPS_HD bodies of reference/numerics/quant_group.hpp and reference/data/philox.hpp, so their
 // results are bit-identical to the host references (which the CPU tests cover).
 //
@@ -30,7 +30,7 @@ Status fp8_dequantize_per_token(const std::uint8_t* codes, const float* scales, 
                                 float* out, cudaStream_t stream);
 
 // out[r * cols + c] = data::stream_bits(seed, address, r, c) for a [rows, cols] block of a data stream
-// (SPEC 2.1): the random words any generator maps to values.
+// (docs/numerics.md 2.1): the random words any generator maps to values.
 Status fill_stream_bits(std::uint64_t seed, data::StreamAddress address, std::uint32_t rows,
                         std::uint32_t cols, std::uint32_t* out, cudaStream_t stream);
 

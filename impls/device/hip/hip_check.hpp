@@ -1,4 +1,4 @@
-// EPS_HIP_CHECK: every HIP runtime return code in epsuite goes through it (ARCHITECTURE.md, house style
+// EPS_HIP_CHECK: every HIP runtime return code in epsuite goes through it (docs/architecture.md, house style
 // rule 3). On failure the enclosing function returns a kEnvironment Status naming the HIP error, the failed
 // call, file:line and the host: "HIP hipErrorInvalidValue (invalid argument) from hipMemcpyAsync(...) at
 // impls/device/hip/x.cpp:42 on host mi250-03". Host code only (compiled by the C++ compiler).

@@ -1,9 +1,9 @@
-// The chaos fabric (SPEC 6.3): a decorator over any Fabric that behaves like the least helpful NIC the
+// The chaos fabric (docs/fabrics.md 6.3): a decorator over any Fabric that behaves like the least helpful NIC the
 // contract of fabric.hpp allows, driven by a seeded PRNG so that a failure can be replayed.
 //
 // What it does to the inner fabric's traffic (each knob 0 = off):
 // - window W: up to W posted puts are held back and handed to the inner fabric in a seeded random order
-//   (so puts overtake each other, SPEC 6.1 `unordered`);
+//   (so puts overtake each other, docs/fabrics.md 6.1 `unordered`);
 // - split B: a put larger than B bytes is cut into chunks of at most B bytes issued in random order,
 //   interleaved with other puts; a chunk carrying the put's immediate is issued only after the other
 //   chunks' inner local completions, so a remote completion still implies the whole put is placed;

@@ -187,21 +187,21 @@ Status LibfabricFabric::open_local() {
 }
 
 Status LibfabricFabric::open_objects() {
-  EPS_FI_RETURN_IF_ERROR(fi_fabric(info_->fabric_attr, &fabric_, nullptr));
-  EPS_FI_RETURN_IF_ERROR(fi_domain(fabric_, info_.get(), &domain_, nullptr));
+  EPS_FI_CHECK(fi_fabric(info_->fabric_attr, &fabric_, nullptr));
+  EPS_FI_CHECK(fi_domain(fabric_, info_.get(), &domain_, nullptr));
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_DATA;
   cq_attr.wait_obj = FI_WAIT_NONE;
   cq_attr.size = info_->tx_attr->size + info_->rx_attr->size + kCqSlack;
-  EPS_FI_RETURN_IF_ERROR(fi_cq_open(domain_, &cq_attr, &cq_, nullptr));
+  EPS_FI_CHECK(fi_cq_open(domain_, &cq_attr, &cq_, nullptr));
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
   av_attr.count = static_cast<std::size_t>(size());
-  EPS_FI_RETURN_IF_ERROR(fi_av_open(domain_, &av_attr, &av_, nullptr));
-  EPS_FI_RETURN_IF_ERROR(fi_endpoint(domain_, info_.get(), &ep_, nullptr));
-  EPS_FI_RETURN_IF_ERROR(fi_ep_bind(ep_, &av_->fid, 0));
-  EPS_FI_RETURN_IF_ERROR(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV));
-  EPS_FI_RETURN_IF_ERROR(fi_enable(ep_));
+  EPS_FI_CHECK(fi_av_open(domain_, &av_attr, &av_, nullptr));
+  EPS_FI_CHECK(fi_endpoint(domain_, info_.get(), &ep_, nullptr));
+  EPS_FI_CHECK(fi_ep_bind(ep_, &av_->fid, 0));
+  EPS_FI_CHECK(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV));
+  EPS_FI_CHECK(fi_enable(ep_));
   return Status();
 }
 
@@ -213,7 +213,7 @@ Result<std::string> LibfabricFabric::endpoint_name() {
     name.resize(length);
     rc = fi_getname(&ep_->fid, name.data(), &length);
   }
-  EPS_FI_RETURN_IF_ERROR(rc);
+  EPS_FI_CHECK(rc);
   name.resize(length);
   // String addresses are inserted one at a time and must carry their terminator.
   if (info_->addr_format == FI_ADDR_STR && (name.empty() || name.back() != '\0')) name.push_back('\0');
@@ -224,7 +224,7 @@ Status LibfabricFabric::insert_peers(const std::vector<std::string>& names) {
   peers_.assign(names.size(), FI_ADDR_NOTAVAIL);
   for (std::size_t r = 0; r < names.size(); ++r) {
     const int inserted = fi_av_insert(av_, names[r].data(), 1, &peers_[r], 0, nullptr);
-    EPS_FI_RETURN_IF_ERROR(inserted);
+    EPS_FI_CHECK(inserted);
     if (inserted != 1 || peers_[r] == FI_ADDR_NOTAVAIL) {
       return environment(fmt::format("fi_av_insert did not accept the address of rank {}", r));
     }
@@ -265,11 +265,11 @@ Result<std::unique_ptr<MappedRegion>> LibfabricFabric::register_region(int id, s
     return environment(fmt::format("mmap of {} bytes for region {} failed", region->mapped, id));
   }
   region->base = static_cast<std::byte*>(base);
-  EPS_FI_RETURN_IF_ERROR(fi_mr_reg(domain_, region->base, region->mapped, FI_WRITE | FI_REMOTE_WRITE, 0,
+  EPS_FI_CHECK(fi_mr_reg(domain_, region->base, region->mapped, FI_WRITE | FI_REMOTE_WRITE, 0,
                                    static_cast<std::uint64_t>(id), 0, &region->mr, nullptr));
   if ((info_->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0) {
-    EPS_FI_RETURN_IF_ERROR(fi_mr_bind(region->mr, &ep_->fid, 0));
-    EPS_FI_RETURN_IF_ERROR(fi_mr_enable(region->mr));
+    EPS_FI_CHECK(fi_mr_bind(region->mr, &ep_->fid, 0));
+    EPS_FI_CHECK(fi_mr_enable(region->mr));
   }
   region->key = fi_mr_key(region->mr);
   if (region->key == FI_KEY_NOTAVAIL) return environment(fmt::format("fi_mr_key: no key for region {}", id));
@@ -285,7 +285,7 @@ Status LibfabricFabric::exchange_region(const Status& local, MappedRegion* regio
       region != nullptr ? region->key : 0};
   std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(size()), 0);
   MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_RETURN_IF_ERROR(
+  EPS_MPI_CHECK(
       MPI_Iallgather(mine, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, comm(), &request));
   EPS_RETURN_IF_ERROR(mpi::wait(&request, Deadline(timeout_seconds()), [this] {
     return fmt::format("{} region {} keys from {} ranks (rank {})", name_, regions_.size(), size(), rank());
@@ -333,7 +333,7 @@ Result<bool> LibfabricFabric::post(const PutOp& op) {
 
 Status LibfabricFabric::post_receive(OpSlot& slot) {
   // Zero-length receives: they exist only to be consumed by remote CQ data under FI_RX_CQ_DATA.
-  EPS_FI_RETURN_IF_ERROR(fi_recv(ep_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, &slot.provider));
+  EPS_FI_CHECK(fi_recv(ep_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, &slot.provider));
   return Status();
 }
 
@@ -343,7 +343,7 @@ Status LibfabricFabric::progress(std::vector<Completion>& sink) {
     const ssize_t n = fi_cq_read(cq_, entries, kCqBatch);
     if (n == -FI_EAGAIN) return Status();
     if (n == -FI_EAVAIL) return read_error();
-    EPS_FI_RETURN_IF_ERROR(n);
+    EPS_FI_CHECK(n);
     for (ssize_t i = 0; i < n; ++i) EPS_RETURN_IF_ERROR(handle(entries[i], sink));
     if (static_cast<std::size_t>(n) < kCqBatch) return Status();
   }
@@ -353,7 +353,7 @@ Status LibfabricFabric::progress(std::vector<Completion>& sink) {
 Status LibfabricFabric::handle(const fi_cq_data_entry& entry, std::vector<Completion>& sink) {
   OpSlot* slot = slot_of(entry.op_context);
   if ((entry.flags & FI_REMOTE_CQ_DATA) != 0) {
-    // SPEC 6.1: immediates are 32 bits; wider data would mean a peer outside this contract.
+    // docs/fabrics.md 6.1: immediates are 32 bits; wider data would mean a peer outside this contract.
     if (entry.data > kImmMax) {
       return environment(fmt::format("remote CQ data {:#x} exceeds 32 bits", entry.data));
     }
@@ -374,7 +374,7 @@ Status LibfabricFabric::read_error() {
   fi_cq_err_entry error{};
   const ssize_t rc = fi_cq_readerr(cq_, &error, 0);
   if (rc == -FI_EAGAIN) return Status();
-  EPS_FI_RETURN_IF_ERROR(rc);
+  EPS_FI_CHECK(rc);
   char buffer[256] = {};
   const char* detail = fi_cq_strerror(cq_, error.prov_errno, error.err_data, buffer, sizeof(buffer));
   OpSlot* slot = slot_of(error.op_context);
@@ -402,12 +402,7 @@ Result<std::unique_ptr<Fabric>> make_libfabric_fabric(const FabricConfig& config
   // Loopback only (tcp): the provider reads FI_TCP_IFACE when it first loads; an explicit setting wins,
   // and the endpoint address is checked to be loopback either way.
   if (spec.loopback_only) setenv("FI_TCP_IFACE", "lo", 0);
-  MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Comm_idup(config.comm, &comm, &request));
-  EPS_RETURN_IF_ERROR(mpi::wait(&request, Deadline(config.timeout_seconds), [&config] {
-    return fmt::format("{}: duplicating the communicator", config.name);
-  }));
+  EPS_ASSIGN_OR_RETURN(MPI_Comm comm, mpi::comm_dup(config.comm, Deadline(config.timeout_seconds)));
   auto fabric = std::make_unique<LibfabricFabric>(comm, config, std::move(spec));
   EPS_RETURN_IF_ERROR(fabric->open());
   EPS_RETURN_IF_ERROR(fabric->start());
@@ -420,5 +415,6 @@ void eps_register_fabric_libfabric(eps::fabric::FabricRegistry& registry) {
   registry.add(eps::fabric::FabricEntry{
       "libfabric", eps::fabric::ofi::libfabric_variants(),
       "libfabric FI_EP_RDM RMA writes: shm, tcp (tcp;ofi_rxm on 127.0.0.1), efa, verbs (verbs;ofi_rxm)",
-      &eps::fabric::make_libfabric_fabric});
+      &eps::fabric::make_libfabric_fabric,
+      {"efa"}});
 }

@@ -1,4 +1,4 @@
-// The libfabric fabric (SPEC 6.1): FI_EP_RDM endpoints with FI_RMA writes, family "libfabric" with
+// The libfabric fabric (docs/fabrics.md 6.1): FI_EP_RDM endpoints with FI_RMA writes, family "libfabric" with
 // variants "shm", "tcp", "efa" and "verbs" (provider.hpp maps them to providers).
 //
 // Per fabric: one fabric, domain, FI_AV_TABLE address vector holding every rank's endpoint (rank order),

@@ -15,7 +15,7 @@ namespace {
 constexpr std::uint64_t kModes = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
 constexpr std::uint64_t kMrModes =
     FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-constexpr std::size_t kMinCqDataBytes = 4;  // SPEC 6.1: 32-bit immediates
+constexpr std::size_t kMinCqDataBytes = 4;  // docs/fabrics.md 6.1: 32-bit immediates
 constexpr std::size_t kMaxKeyBytes = sizeof(std::uint64_t);
 
 struct Query {
@@ -39,19 +39,19 @@ std::string label(const ProviderSpec& spec) { return fmt::format("libfabric:{}",
 Status check_info(const ProviderSpec& spec, const fi_info& info) {
   const fi_domain_attr& domain = *info.domain_attr;
   if (domain.cq_data_size < kMinCqDataBytes) {
-    return Status(StatusCode::kEnvironment,
+    return Status(StatusCode::kUnavailable,
                   fmt::format("{}: provider {} carries {} bytes of remote CQ data; 32-bit immediates need {} "
-                              "(SPEC 6.1)",
+                              "(docs/fabrics.md 6.1)",
                               label(spec), spec.prov_name, domain.cq_data_size, kMinCqDataBytes));
   }
   if ((domain.mr_mode & FI_MR_RAW) != 0 || domain.mr_key_size > kMaxKeyBytes) {
     return Status(
-        StatusCode::kEnvironment,
+        StatusCode::kUnavailable,
         fmt::format("{}: provider {} needs {}-byte raw memory keys; the fabric exchanges 64-bit keys",
                     label(spec), spec.prov_name, domain.mr_key_size));
   }
   if ((info.mode & ~kModes) != 0) {
-    return Status(StatusCode::kEnvironment,
+    return Status(StatusCode::kUnavailable,
                   fmt::format("{}: provider {} requires unsupported mode bits {:#x}", label(spec),
                               spec.prov_name, info.mode & ~kModes));
   }
@@ -122,12 +122,12 @@ Result<SelectedProvider> select_provider(const ProviderSpec& spec) {
   }
   if (run_query(spec, HintOptions{false, false, false}).rc == 0) {
     return Status(
-        StatusCode::kEnvironment,
+        StatusCode::kUnavailable,
         fmt::format("{}: provider {} offers no FI_DELIVERY_COMPLETE, so a put's local completion would "
                     "not imply placement at the target (fabric.hpp kLocal); not used",
                     label(spec), spec.prov_name));
   }
-  return Status(StatusCode::kEnvironment, fmt::format("{}: provider {} not available here (fi_getinfo: {})",
+  return Status(StatusCode::kUnavailable, fmt::format("{}: provider {} not available here (fi_getinfo: {})",
                                                       label(spec), spec.prov_name, fi_strerror(-first_rc)));
 }
 

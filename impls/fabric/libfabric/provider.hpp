@@ -1,4 +1,4 @@
-// Provider selection for the libfabric fabric (SPEC 6.1): which libfabric provider a variant names, the
+// Provider selection for the libfabric fabric (docs/fabrics.md 6.1): which libfabric provider a variant names, the
 // fi_getinfo hints that express the Fabric contract (fabric.hpp), and what the chosen fi_info promises.
 //
 // Variants: "shm" -> provider "shm"; "tcp" -> "tcp;ofi_rxm" bound to 127.0.0.1 (loopback only: the
@@ -14,9 +14,9 @@
 //
 // select_provider tries, in order, {ordered, delivery-complete} then {delivery-complete} and takes the
 // first fi_info. Delivery-complete is required, not merely preferred: a put's local completion must mean
-// its bytes are placed at the target (fabric.hpp kLocal; sender-barrier, SPEC 6.2 relies on it), and a
+// its bytes are placed at the target (fabric.hpp kLocal; sender-barrier, docs/fabrics.md 6.2 relies on it), and a
 // provider that only offers transmit-complete would weaken that silently, so it is refused with a
-// kEnvironment error that says so. So are cq_data_size < 4 (immediates are 32 bits, SPEC 6.1) and
+// kEnvironment error that says so. So are cq_data_size < 4 (immediates are 32 bits, docs/fabrics.md 6.1) and
 // mr_key_size > 8. A missing provider is kEnvironment "libfabric:efa: provider efa not available here
 // (fi_getinfo: No data available)".
 #pragma once

@@ -150,10 +150,14 @@ class ShmFabric final : public FabricBase {
 
 // Every rank fails when one does, so that no rank waits for a peer that gave up.
 Status ShmFabric::agree(const Status& local, std::string_view what) const {
-  EPS_ASSIGN_OR_RETURN(std::vector<int> failed, mpi::allgather_int(local.ok() ? 0 : 1, comm(), deadline()));
+  EPS_ASSIGN_OR_RETURN(std::vector<int> codes,
+                       mpi::allgather_int(static_cast<int>(local.code()), comm(), deadline()));
   if (!local.ok()) return local;
-  for (std::size_t r = 0; r < failed.size(); ++r) {
-    if (failed[r] != 0) return environment("{} failed on rank {} (see its message)", what, r);
+  for (std::size_t r = 0; r < codes.size(); ++r) {
+    if (codes[r] != 0) {
+      return Status(static_cast<StatusCode>(codes[r]),
+                    fmt::format("shm: {} failed on rank {} (see its message)", what, r));
+    }
   }
   return Status();
 }
@@ -181,8 +185,9 @@ Status ShmFabric::init() {
   EPS_ASSIGN_OR_RETURN(std::vector<std::string> hosts, mpi::all_hosts(comm(), deadline()));
   for (const std::string& host : hosts) {
     if (host != hosts.front()) {
-      return environment("ranks span several hosts ({}); shm needs every rank on one host",
-                         host_summary(hosts));
+      return Status(StatusCode::kUnavailable,
+                    fmt::format("shm: ranks span several hosts ({}); shm needs every rank on one host",
+                                host_summary(hosts)));
     }
   }
   static std::atomic<int> serial{0};
@@ -238,8 +243,7 @@ Status ShmFabric::progress(std::vector<Completion>& sink) {
 }  // namespace
 
 Result<std::unique_ptr<Fabric>> make_shm_fabric(const FabricConfig& config) {
-  MPI_Comm comm = MPI_COMM_NULL;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Comm_dup(config.comm, &comm));
+  EPS_ASSIGN_OR_RETURN(MPI_Comm comm, mpi::comm_dup(config.comm, Deadline(config.timeout_seconds)));
   auto fabric = std::make_unique<ShmFabric>(comm, config.timeout_seconds);
   EPS_RETURN_IF_ERROR(fabric->init());
   EPS_RETURN_IF_ERROR(fabric->start());

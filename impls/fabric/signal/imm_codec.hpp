@@ -1,4 +1,4 @@
-// The 32-bit immediates of the signal strategies (SPEC 6.1: immediates are at most 32 bits; SPEC 6.2:
+// The 32-bit immediates of the signal strategies (docs/fabrics.md 6.1: immediates are at most 32 bits; docs/fabrics.md 6.2:
 // encoding limits are checked, never overflowed).
 //
 // Every immediate a signal strategy sends has this layout (bit 31 first):

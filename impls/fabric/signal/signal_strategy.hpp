@@ -1,4 +1,4 @@
-// Signal strategies (SPEC 6.2): how a receiver learns that a stream of puts has fully arrived.
+// Signal strategies (docs/fabrics.md 6.2): how a receiver learns that a stream of puts has fully arrived.
 //
 // Model. A transport operation (one dispatch or combine) sends, from every source rank to every target
 // rank, one *stream*: zero or more data puts followed by exactly one signal put. The signal put writes a
@@ -6,13 +6,13 @@
 // memory and carries an immediate. Operations alternate two buffer sets by `parity`; the strategies keep
 // per-(source, parity) state, so a sender one operation ahead never disturbs the current one.
 // Contract: once `stream_complete(source, parity, record)` is true, every byte of every data put of that
-// stream is placed in the target's memory (SPEC 6.2: observing a signal implies every earlier put of the
+// stream is placed in the target's memory (docs/fabrics.md 6.2: observing a signal implies every earlier put of the
 // same (source, channel) is placed).
 //
 // Strategies (immediates: impls/fabric/signal/imm_codec.hpp):
 // - fabric-order: data puts carry no immediate; the signal's arrival completes the stream. Correct only
 //   on ordered fabrics (fabric.hpp `ordered()`): creation refuses it on an unordered fabric unless
-//   `allow_unsafe` (the negative control of SPEC 6.3, which must then be caught failing).
+//   `allow_unsafe` (the negative control of docs/fabrics.md 6.3, which must then be caught failing).
 // - imm-seq: every put of a (source -> target) pair carries the next sequence number mod 2^seq_bits; the
 //   receiver keeps a window of W = 2^(seq_bits - 1) slots beyond its contiguous prefix and advances the
 //   prefix only over contiguous sequence numbers; the stream is complete when the prefix has passed the
@@ -77,7 +77,7 @@ class SignalStrategy {
                                std::span<const std::int32_t> channel_tokens) const = 0;
   // Forgets (source, parity) after the operation consumed the stream.
   virtual void retire(int source, int parity) = 0;
-  // What a timed-out wait on (source, parity) observed (SPEC 10): counters expected versus seen.
+  // What a timed-out wait on (source, parity) observed (docs/errors.md 10): counters expected versus seen.
   virtual std::string describe_wait(int source, int parity,
                                     std::span<const std::int32_t> channel_tokens) const = 0;
 };

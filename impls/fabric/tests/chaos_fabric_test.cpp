@@ -1,4 +1,4 @@
-// The chaos decorator (impls/fabric/chaos/chaos_fabric.hpp, SPEC 6.3) over an in-process recording fabric:
+// The chaos decorator (impls/fabric/chaos/chaos_fabric.hpp, docs/fabrics.md 6.3) over an in-process recording fabric:
 // what reaches the inner fabric (order, chunks, when the immediate-carrying chunk goes), what the caller
 // gets back (every completion once, local only after every chunk, remote after placement), and the knobs
 // (empty polls, backpressure, release spread over several calls, quiet flushing). No MPI: the inner fabric

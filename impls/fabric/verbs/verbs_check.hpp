@@ -1,4 +1,4 @@
-// Return-code checks for libibverbs and efadv calls (ARCHITECTURE.md, house style rule 3).
+// Return-code checks for libibverbs and efadv calls (docs/architecture.md, house style rule 3).
 //
 // libibverbs reports failure in three shapes: most calls return 0 or the errno value (ibv_modify_qp,
 // ibv_post_send, ibv_destroy_qp, ibv_query_port, efadv_query_device), a few return -1 and set errno,
@@ -9,7 +9,7 @@
 // `verbs_errno(rc, saved_errno)` picks the error number: rc itself when positive, else the errno saved
 // right after the call; 0 when neither tells (the message then says "no errno reported").
 //
-// EPS_VERBS_RETURN_IF_ERROR(call): for calls returning an int, non-zero = failure.
+// EPS_VERBS_CHECK(call): for calls returning an int, non-zero = failure.
 // EPS_VERBS_ASSIGN_OR_RETURN(lhs, call): for calls returning a pointer, nullptr = failure.
 // Both return the failed Status from the enclosing function (which returns Status or Result<T>).
 #pragma once
@@ -25,7 +25,7 @@ Status verbs_error(const char* call, int error_number, const char* file, int lin
 
 }  // namespace eps::fabric::verbs
 
-#define EPS_VERBS_RETURN_IF_ERROR(call)                                                        \
+#define EPS_VERBS_CHECK(call)                                                        \
   do {                                                                                         \
     errno = 0;                                                                                 \
     const int eps_verbs_rc_ = (call);                                                          \

@@ -1,5 +1,5 @@
 // Work-request ids and the mapping of verbs work completions (struct ibv_wc) onto fabric completions
-// (fabric.hpp `Completion`, SPEC 6.1).
+// (fabric.hpp `Completion`, docs/fabrics.md 6.1).
 //
 // One completion queue serves every QP of a verbs fabric, sends and receives alike. For an error
 // completion only wr_id, status, qp_num and vendor_err are valid (ibv_poll_cq(3)): the opcode is not, so

@@ -164,7 +164,7 @@ Status VerbsFabric::teardown() {
 Status device_suitability(Variant variant, ibv_device* device, ibv_context* context) {
   if (variant == Variant::kRc) {
     if (device->transport_type == IBV_TRANSPORT_IB) return Status();
-    return Status(StatusCode::kEnvironment, "not an InfiniBand/RoCE transport");
+    return Status(StatusCode::kUnavailable, "not an InfiniBand/RoCE transport");
   }
 #if EPS_HAVE_EFADV
   efadv_device_attr attr{};
@@ -212,7 +212,7 @@ Status VerbsFabric::choose_port() {
           {name, 1, false, false, fmt::format("ibv_query_device: {}", std::strerror(query))});
       device_of.push_back(d);
     }
-    EPS_VERBS_RETURN_IF_ERROR(ibv_close_device(context));
+    EPS_VERBS_CHECK(ibv_close_device(context));
   }
   const char* env = std::getenv(kDeviceEnv);
   Result<PortChoice> choice = select_port(candidates, count, env == nullptr ? "" : env);
@@ -225,12 +225,12 @@ Status VerbsFabric::choose_port() {
   device_name_ = choice->device;
   port_.port = static_cast<std::uint8_t>(choice->port);
   EPS_VERBS_ASSIGN_OR_RETURN(context_, ibv_open_device(device_list_[device_of[choice->index]]));
-  EPS_VERBS_RETURN_IF_ERROR(ibv_query_device(context_, &device_attr_));
-  EPS_VERBS_RETURN_IF_ERROR(ibv_query_port(context_, port_.port, &port_attr_));
+  EPS_VERBS_CHECK(ibv_query_device(context_, &device_attr_));
+  EPS_VERBS_CHECK(ibv_query_port(context_, port_.port, &port_attr_));
   port_.link_layer = port_attr_.link_layer;
   port_.mtu = static_cast<std::uint8_t>(port_attr_.active_mtu);
   EPS_ASSIGN_OR_RETURN(port_.gid_index, parse_gid_index(std::getenv(kGidIndexEnv), port_attr_.gid_tbl_len));
-  EPS_VERBS_RETURN_IF_ERROR(ibv_query_gid(context_, port_.port, port_.gid_index, &gid_));
+  EPS_VERBS_CHECK(ibv_query_gid(context_, port_.port, port_.gid_index, &gid_));
   return check_gid(port_, std::span<const std::uint8_t>(gid_.raw, sizeof(gid_.raw)));
 }
 
@@ -265,7 +265,7 @@ Status VerbsFabric::open_queues() {
 #if EPS_HAVE_EFADV
   if (variant_ == Variant::kEfa) {
     efadv_device_attr efa{};
-    EPS_VERBS_RETURN_IF_ERROR(efadv_query_device(context_, &efa, sizeof(efa)));
+    EPS_VERBS_CHECK(efadv_query_device(context_, &efa, sizeof(efa)));
     EPS_RETURN_IF_ERROR(check_efa_rdma_write(efa.device_caps, kEfaRdmaWriteFlag));
     efa_rnr_retry_ = (efa.device_caps & EFADV_DEVICE_ATTR_CAPS_RNR_RETRY) != 0;
     max_wr = static_cast<int>(std::min(efa.max_sq_wr, efa.max_rq_wr));
@@ -291,7 +291,7 @@ Status VerbsFabric::post_recv(int qp_index) {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
-  EPS_VERBS_RETURN_IF_ERROR(ibv_post_recv(qps_[static_cast<std::size_t>(qp_index)], &wr, &bad));
+  EPS_VERBS_CHECK(ibv_post_recv(qps_[static_cast<std::size_t>(qp_index)], &wr, &bad));
   return Status();
 }
 
@@ -309,7 +309,7 @@ Status VerbsFabric::create_rc_qps() {
     EPS_VERBS_ASSIGN_OR_RETURN(ibv_qp * qp, ibv_create_qp(pd_, &init));
     qps_.push_back(qp);
     QpTransition t = rc_init(port_);
-    EPS_VERBS_RETURN_IF_ERROR(ibv_modify_qp(qp, &t.attr, t.mask));
+    EPS_VERBS_CHECK(ibv_modify_qp(qp, &t.attr, t.mask));
   }
   return Status();
 }
@@ -332,7 +332,7 @@ Status VerbsFabric::create_srd_qp() {
   EPS_VERBS_ASSIGN_OR_RETURN(ibv_qp * qp, efadv_create_qp_ex(context_, &init, &efa, sizeof(efa)));
   qps_.push_back(qp);
   QpTransition t = srd_init(port_);
-  EPS_VERBS_RETURN_IF_ERROR(ibv_modify_qp(qp, &t.attr, t.mask));
+  EPS_VERBS_CHECK(ibv_modify_qp(qp, &t.attr, t.mask));
   return Status();
 #else
   return Status(StatusCode::kEnvironment, "built without efadv");
@@ -368,7 +368,7 @@ Result<std::vector<PeerAddress>> VerbsFabric::exchange_addresses() {
               out.begin() + static_cast<std::ptrdiff_t>(peer * kPeerAddressBytes));
   }
   MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Ialltoall(out.data(), static_cast<int>(kPeerAddressBytes), MPI_BYTE, in.data(),
+  EPS_MPI_CHECK(MPI_Ialltoall(out.data(), static_cast<int>(kPeerAddressBytes), MPI_BYTE, in.data(),
                                         static_cast<int>(kPeerAddressBytes), MPI_BYTE, comm(), &request));
   EPS_RETURN_IF_ERROR(mpi::wait(&request, Deadline(timeout_seconds()), [this] {
     return fmt::format("{} QP addresses from {} ranks (rank {})", backend_name(), size(), rank());
@@ -388,18 +388,18 @@ Status VerbsFabric::connect_rc(const std::vector<PeerAddress>& peers) {
   for (int peer = 0; peer < size(); ++peer) {
     ibv_qp* qp = qps_[static_cast<std::size_t>(peer)];
     EPS_ASSIGN_OR_RETURN(QpTransition rtr, rc_rtr(port_, peers[static_cast<std::size_t>(peer)], peer));
-    EPS_VERBS_RETURN_IF_ERROR(ibv_modify_qp(qp, &rtr.attr, rtr.mask));
+    EPS_VERBS_CHECK(ibv_modify_qp(qp, &rtr.attr, rtr.mask));
     QpTransition rts = rc_rts(initial_psn(rank(), peer));
-    EPS_VERBS_RETURN_IF_ERROR(ibv_modify_qp(qp, &rts.attr, rts.mask));
+    EPS_VERBS_CHECK(ibv_modify_qp(qp, &rts.attr, rts.mask));
   }
   return Status();
 }
 
 Status VerbsFabric::connect_srd(const std::vector<PeerAddress>& peers) {
   QpTransition rtr = srd_rtr();
-  EPS_VERBS_RETURN_IF_ERROR(ibv_modify_qp(qps_[0], &rtr.attr, rtr.mask));
+  EPS_VERBS_CHECK(ibv_modify_qp(qps_[0], &rtr.attr, rtr.mask));
   QpTransition rts = srd_rts(initial_psn(rank(), rank()), efa_rnr_retry_);
-  EPS_VERBS_RETURN_IF_ERROR(ibv_modify_qp(qps_[0], &rts.attr, rts.mask));
+  EPS_VERBS_CHECK(ibv_modify_qp(qps_[0], &rts.attr, rts.mask));
   for (const PeerAddress& peer : peers) {
     ibv_ah_attr attr = address_vector(port_, peer);
     EPS_VERBS_ASSIGN_OR_RETURN(ibv_ah * ah, ibv_create_ah(pd_, &attr));
@@ -432,7 +432,7 @@ Result<std::span<std::byte>> VerbsFabric::register_region(int id, std::size_t by
       serialize(RegionKey{reinterpret_cast<std::uintptr_t>(region.base), region.mr->rkey});
   std::vector<std::byte> all(static_cast<std::size_t>(size()) * kRegionKeyBytes);
   MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Iallgather(mine.data(), static_cast<int>(kRegionKeyBytes), MPI_BYTE, all.data(),
+  EPS_MPI_CHECK(MPI_Iallgather(mine.data(), static_cast<int>(kRegionKeyBytes), MPI_BYTE, all.data(),
                                          static_cast<int>(kRegionKeyBytes), MPI_BYTE, comm(), &request));
   EPS_RETURN_IF_ERROR(mpi::wait(&request, Deadline(timeout_seconds()), [this, id] {
     return fmt::format("region {} keys from {} ranks (rank {})", id, size(), rank());
@@ -465,7 +465,7 @@ Result<bool> VerbsFabric::post_rc(const PutOp& op, std::uint32_t slot) {
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(qps_[static_cast<std::size_t>(op.peer)], &wr, &bad);
   if (rc == ENOMEM) return false;
-  EPS_VERBS_RETURN_IF_ERROR(rc);
+  EPS_VERBS_CHECK(rc);
   return true;
 }
 
@@ -493,7 +493,7 @@ Result<bool> VerbsFabric::post_srd(const PutOp& op, std::uint32_t slot) {
                      remote_qpns_[static_cast<std::size_t>(op.peer)], kSrdQkey);
   const int rc = ibv_wr_complete(qpx);
   if (rc == ENOMEM) return false;
-  EPS_VERBS_RETURN_IF_ERROR(rc);
+  EPS_VERBS_CHECK(rc);
   return true;
 #else
   return Status(StatusCode::kEnvironment, "built without efadv");
@@ -551,15 +551,18 @@ std::string VerbsFabric::backend_describe() const {
 
 // Every rank learns whether every rank's setup step succeeded, so that none waits for a peer that gave up.
 Status agree(const Status& local, MPI_Comm comm, double timeout_seconds) {
-  EPS_ASSIGN_OR_RETURN(std::vector<int> failed,
-                       mpi::allgather_int(local.ok() ? 0 : 1, comm, Deadline(timeout_seconds)));
+  EPS_ASSIGN_OR_RETURN(std::vector<int> codes,
+                       mpi::allgather_int(static_cast<int>(local.code()), comm, Deadline(timeout_seconds)));
   if (!local.ok()) return local;
   std::vector<int> ranks;
-  for (std::size_t r = 0; r < failed.size(); ++r) {
-    if (failed[r] != 0) ranks.push_back(static_cast<int>(r));
+  int worst = 0;
+  for (std::size_t r = 0; r < codes.size(); ++r) {
+    if (codes[r] != 0) ranks.push_back(static_cast<int>(r));
+    worst = std::max(worst, codes[r]);
   }
   if (ranks.empty()) return Status();
-  return Status(StatusCode::kEnvironment,
+  // The peers' own outcome (unavailable device, or an error) is this rank's too.
+  return Status(static_cast<StatusCode>(worst),
                 fmt::format("rank(s) {} failed to set up verbs (see their errors)", fmt::join(ranks, ", ")));
 }
 
@@ -571,11 +574,10 @@ BuildInfo build_info() {
 
 Result<std::unique_ptr<Fabric>> make_verbs_fabric(const FabricConfig& config, Variant variant) {
   if (variant == Variant::kEfa && !build_info().efadv) {
-    return Status(StatusCode::kEnvironment,
+    return Status(StatusCode::kUnavailable,
                   "verbs:efa: built without efadv (infiniband/efadv.h and libefa not found)");
   }
-  MPI_Comm comm = MPI_COMM_NULL;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Comm_dup(config.comm, &comm));
+  EPS_ASSIGN_OR_RETURN(MPI_Comm comm, mpi::comm_dup(config.comm, Deadline(config.timeout_seconds)));
   auto fabric = std::make_unique<VerbsFabric>(comm, config.timeout_seconds, variant);
   EPS_RETURN_IF_ERROR(prefixed(agree(fabric->open(), comm, config.timeout_seconds), variant));
   EPS_RETURN_IF_ERROR(prefixed(agree(fabric->connect(), comm, config.timeout_seconds), variant));
@@ -594,5 +596,6 @@ void eps_register_fabric_verbs(eps::fabric::FabricRegistry& registry) {
       [](const eps::fabric::FabricConfig& config) {
         return eps::fabric::verbs::make_verbs_fabric(config,
                                                      config.variant == "efa" ? Variant::kEfa : Variant::kRc);
-      }});
+      },
+      {"efa"}});
 }

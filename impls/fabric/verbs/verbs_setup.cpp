@@ -34,14 +34,14 @@ Result<PortChoice> choose(std::span<const PortCandidate> candidates, std::size_t
 Result<PortChoice> select_port(std::span<const PortCandidate> candidates, int device_count,
                                std::string_view env) {
   if (device_count == 0) {
-    return Status(StatusCode::kEnvironment, "no RDMA device (ibv_get_device_list found 0 devices)");
+    return Status(StatusCode::kUnavailable, "no RDMA device (ibv_get_device_list found 0 devices)");
   }
   if (env.empty()) {
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       if (candidates[i].suitable && candidates[i].active)
         return PortChoice{candidates[i].device, candidates[i].port, i};
     }
-    return Status(StatusCode::kEnvironment, fmt::format("no suitable active port on {} RDMA device(s): {}",
+    return Status(StatusCode::kUnavailable, fmt::format("no suitable active port on {} RDMA device(s): {}",
                                                         device_count, describe_candidates(candidates)));
   }
   const std::size_t colon = env.find(':');

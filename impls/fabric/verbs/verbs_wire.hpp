@@ -1,5 +1,5 @@
 // What verbs ranks exchange over MPI while connecting, in a fixed byte layout, and the byte order of
-// immediates on the wire (SPEC 6.1).
+// immediates on the wire (docs/fabrics.md 6.1).
 //
 // PeerAddress: one record per (rank, peer) pair, 32 bytes, little-endian integers:
 //   [0] version (kPeerAddressVersion)  [1] link layer (IBV_LINK_LAYER_*; 0 on EFA)

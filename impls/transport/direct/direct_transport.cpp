@@ -25,7 +25,7 @@ using fabric::PutOp;
 // Put contexts: bit 0 = parity of the operation, bit 1 = signal put.
 constexpr std::uint64_t kSignalBit = 2;
 constexpr std::size_t kMaxDirectPutBytes = std::size_t{4} << 20;
-constexpr std::size_t kSlotHeaderBytes = 16;  // token, slot, expert, weight (SPEC 5.6)
+constexpr std::size_t kSlotHeaderBytes = 16;  // token, slot, expert, weight (docs/dispatch.md 5.6)
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
@@ -48,7 +48,8 @@ class DirectHandle final : public RoutedHandle {
 
 class DirectTransport final : public Transport {
  public:
-  DirectTransport(const TransportConfig& config, int rank, int size, std::unique_ptr<fabric::Fabric> fab);
+  DirectTransport(const TransportConfig& config, const fabric::FabricSelection& selection, int rank, int size,
+                  std::unique_ptr<fabric::Fabric> fab);
   ~DirectTransport() override;
   Status setup();
 
@@ -56,7 +57,13 @@ class DirectTransport final : public Transport {
   std::string describe() const override {
     return fmt::format("direct (signal {}) over {}", signal_->name(), fabric_->describe());
   }
+  std::map<std::string, std::string> identity() const override {
+    return {{"fabric", selection_.fabric},
+            {"signal", std::string(signal_->name())},
+            {"chaos", selection_.chaos.empty() ? "off" : selection_.chaos}};
+  }
   const Capabilities& capabilities() const override { return caps_; }
+  WireBytes wire_bytes() const override { return wire_; }
   const TransportConfig& config() const override { return config_; }
 
   Result<std::unique_ptr<DispatchHandle>> dispatch(Layout layout, const DispatchInput& input,
@@ -94,6 +101,7 @@ class DirectTransport final : public Transport {
   std::string where() const;
 
   TransportConfig config_;
+  fabric::FabricSelection selection_;
   Capabilities caps_;
   int rank_;
   int size_;
@@ -116,11 +124,13 @@ class DirectTransport final : public Transport {
   std::int64_t data_posted_[2] = {0, 0};
   std::int64_t data_completed_[2] = {0, 0};
   std::vector<Completion> completions_;
+  WireBytes wire_;
 };
 
-DirectTransport::DirectTransport(const TransportConfig& config, int rank, int size,
-                                 std::unique_ptr<fabric::Fabric> fab)
+DirectTransport::DirectTransport(const TransportConfig& config, const fabric::FabricSelection& selection,
+                                 int rank, int size, std::unique_ptr<fabric::Fabric> fab)
     : config_(config),
+      selection_(selection),
       caps_(direct_capabilities()),
       rank_(rank),
       size_(size),
@@ -171,8 +181,8 @@ Status DirectTransport::setup() {
                                  puts_for(combine_rows_per_peer_, rows_per_put(combine_row)), 1});
   const fabric::SignalShape shape{size_, std::max(1, local()), fabric::kMaxImmTokens, max_puts,
                                   fabric::kDefaultSeqBits};
-  EPS_ASSIGN_OR_RETURN(signal_, fabric::make_signal_strategy(config_.signal, fabric_->ordered(),
-                                                             config_.allow_unsafe, shape, rank_));
+  EPS_ASSIGN_OR_RETURN(signal_, fabric::make_signal_strategy(selection_.signal, fabric_->ordered(),
+                                                             selection_.allow_unsafe, shape, rank_));
   const std::size_t record = 4 * static_cast<std::size_t>(record_ints());
   EPS_ASSIGN_OR_RETURN(send_, fabric_->allocate(2 * send_bytes_));
   EPS_ASSIGN_OR_RETURN(recv_, fabric_->allocate(2 * recv_parity_bytes_));
@@ -315,6 +325,7 @@ Status DirectTransport::post(const PutOp& op) {
   EPS_RETURN_IF_ERROR(waited);
   EPS_RETURN_IF_ERROR(failure);
   ++posted_[op.context & 1];
+  if (op.peer != rank_) wire_.sent += static_cast<std::int64_t>(op.bytes);
   return Status();
 }
 
@@ -367,7 +378,7 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
                               signal_recv_.id, (static_cast<std::size_t>(parity) * size_ + rank_) * ints * 4,
                               ints * 4, imm, kSignalBit | static_cast<std::uint64_t>(parity)}));
   }
-  // Every source's stream: the strategy decides when its data is placed (SPEC 6.2).
+  // Every source's stream: the strategy decides when its data is placed (docs/fabrics.md 6.2).
   int waiting_for = 0;
   Status failure;
   EPS_RETURN_IF_ERROR(wait_until(
@@ -388,7 +399,15 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
             where());
       }));
   std::atomic_thread_fence(std::memory_order_acquire);
-  return failure;
+  EPS_RETURN_IF_ERROR(failure);
+  // What arrived from the other ranks: their records, then their signal record.
+  for (int source = 0; source < size_; ++source) {
+    if (source == rank_) continue;
+    std::int64_t records = 0;
+    for (std::int32_t n : received_record(source).subspan(static_cast<std::size_t>(size_))) records += n;
+    wire_.received += records * static_cast<std::int64_t>(record_bytes) + static_cast<std::int64_t>(ints) * 4;
+  }
+  return Status();
 }
 
 // The send region and signal records of this parity were last used two operations ago: wait for those
@@ -623,15 +642,16 @@ Capabilities direct_capabilities() {
   return c;
 }
 
-Result<std::unique_ptr<Transport>> make_direct_transport(const TransportConfig& config) {
+Result<std::unique_ptr<Transport>> make_direct_transport(const TransportConfig& config,
+                                                         const fabric::FabricSelection& selection) {
   int size = 0;
   int rank = 0;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Comm_size(config.comm, &size));
-  EPS_MPI_RETURN_IF_ERROR(MPI_Comm_rank(config.comm, &rank));
+  EPS_MPI_CHECK(MPI_Comm_size(config.comm, &size));
+  EPS_MPI_CHECK(MPI_Comm_rank(config.comm, &rank));
   EPS_RETURN_IF_ERROR(validate_config(config, size, direct_capabilities()));
   EPS_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Fabric> fab,
-                       fabric::make_fabric(config.fabric, config.comm, config.timeout_seconds, config.chaos));
-  auto transport = std::make_unique<DirectTransport>(config, rank, size, std::move(fab));
+                       fabric::make_fabric(selection.fabric, config.comm, config.timeout_seconds, selection.chaos));
+  auto transport = std::make_unique<DirectTransport>(config, selection, rank, size, std::move(fab));
   EPS_RETURN_IF_ERROR(transport->setup());
   return std::unique_ptr<Transport>(std::move(transport));
 }

@@ -2,6 +2,9 @@
 #include "impls/transport/registry.hpp"
 
 void eps_register_transport_direct(eps::transport::TransportRegistry& registry) {
-  registry.add({"direct", "host-initiated one-sided puts over --fabric with --signal (SPEC 6)",
-                eps::transport::make_direct_transport});
+  registry.add({.name = "direct",
+                .summary = "host-initiated one-sided puts over --fabric with --signal (docs/fabrics.md 6)",
+                .factory = eps::transport::make_direct_transport,
+                .capabilities = eps::transport::direct_capabilities,
+                .uses_fabric = true});
 }

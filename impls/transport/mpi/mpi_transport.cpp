@@ -17,7 +17,7 @@ namespace {
 
 // Record headers. Rank-major rows carry the whole routing of the token (the receiver derives its local
 // indices and the weights); expert-major and LL rows carry one slot (16 bytes, the size of DeepEP's LL
-// message header that SPEC 5.6 counts).
+// message header that docs/dispatch.md 5.6 counts).
 struct SlotHeader {
   std::int32_t token;
   std::int32_t slot;
@@ -63,9 +63,12 @@ class MpiTransport final : public Transport {
  public:
   MpiTransport(const TransportConfig& config, MPI_Comm comm, int rank, int size);
   ~MpiTransport() override;
+  // The record datatypes of every exchange.
+  Status commit_types();
 
   std::string_view name() const override { return "mpi"; }
   const Capabilities& capabilities() const override { return caps_; }
+  WireBytes wire_bytes() const override { return wire_; }
   const TransportConfig& config() const override { return config_; }
 
   Result<std::unique_ptr<DispatchHandle>> dispatch(Layout layout, const DispatchInput& input,
@@ -100,6 +103,9 @@ class MpiTransport final : public Transport {
   MPI_Datatype rank_type_ = MPI_DATATYPE_NULL;
   MPI_Datatype slot_type_ = MPI_DATATYPE_NULL;
   MPI_Datatype combine_type_ = MPI_DATATYPE_NULL;
+  WireBytes wire_;
+  // Adds the elements of `counts` to and from other ranks, `bytes` each, to wire_.
+  void count_wire(std::span<const int> send_counts, std::span<const int> recv_counts, std::size_t bytes);
 };
 
 MpiTransport::MpiTransport(const TransportConfig& config, MPI_Comm comm, int rank, int size)
@@ -112,23 +118,36 @@ MpiTransport::MpiTransport(const TransportConfig& config, MPI_Comm comm, int ran
       row_bytes_(dispatch::payload_row_bytes(config.dtype, config.hidden)),
       num_scales_(dispatch::payload_num_scales(config.dtype, config.hidden)) {
   config_.comm = comm;
-  EPS_MPI_CHECK(
-      MPI_Type_contiguous(static_cast<int>(record_bytes(Layout::kHtRankMajor)), MPI_BYTE, &rank_type_));
-  EPS_MPI_CHECK(MPI_Type_commit(&rank_type_));
-  EPS_MPI_CHECK(MPI_Type_contiguous(static_cast<int>(record_bytes(Layout::kLl)), MPI_BYTE, &slot_type_));
-  EPS_MPI_CHECK(MPI_Type_commit(&slot_type_));
-  EPS_MPI_CHECK(MPI_Type_contiguous(2 * config.hidden, MPI_BYTE, &combine_type_));
-  EPS_MPI_CHECK(MPI_Type_commit(&combine_type_));
+}
+
+Status MpiTransport::commit_types() {
+  const std::pair<MPI_Datatype*, std::size_t> types[] = {{&rank_type_, record_bytes(Layout::kHtRankMajor)},
+                                                         {&slot_type_, record_bytes(Layout::kLl)},
+                                                         {&combine_type_, 2 * std::size_t(config_.hidden)}};
+  for (const auto& [type, bytes] : types) {
+    EPS_MPI_CHECK(MPI_Type_contiguous(static_cast<int>(bytes), MPI_BYTE, type));
+    EPS_MPI_CHECK(MPI_Type_commit(type));
+  }
+  return Status();
 }
 
 MpiTransport::~MpiTransport() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  MPI_Type_free(&rank_type_);
-  MPI_Type_free(&slot_type_);
-  MPI_Type_free(&combine_type_);
+  for (MPI_Datatype* type : {&rank_type_, &slot_type_, &combine_type_}) {
+    if (*type != MPI_DATATYPE_NULL) MPI_Type_free(type);
+  }
   MPI_Comm_free(&comm_);
+}
+
+void MpiTransport::count_wire(std::span<const int> send_counts, std::span<const int> recv_counts,
+                              std::size_t bytes) {
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    wire_.sent += send_counts[static_cast<std::size_t>(q)] * static_cast<std::int64_t>(bytes);
+    wire_.received += recv_counts[static_cast<std::size_t>(q)] * static_cast<std::int64_t>(bytes);
+  }
 }
 
 std::size_t MpiTransport::record_bytes(Layout layout) const {
@@ -145,18 +164,23 @@ Status MpiTransport::exchange_counts(MpiHandle& h) {
   const int per_peer = static_cast<int>(counts_per_key.size()) / size_;
   h.per_expert_count.assign(counts_per_key.size(), 0);
   MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Ialltoall(counts_per_key.data(), per_peer, MPI_INT, h.per_expert_count.data(),
+  EPS_MPI_CHECK(MPI_Ialltoall(counts_per_key.data(), per_peer, MPI_INT, h.per_expert_count.data(),
                                         per_peer, MPI_INT, comm_, &request));
   EPS_RETURN_IF_ERROR(mpi::wait(&request, deadline(), [this] {
     return fmt::format("MPI_Ialltoall of dispatch counts over {} ranks (rank {})", size_, rank_);
   }));
   std::vector<int> all_per_rank(static_cast<std::size_t>(size_) * size_);
-  EPS_MPI_RETURN_IF_ERROR(MPI_Iallgather(h.layout_info.num_tokens_per_rank.data(), size_, MPI_INT,
+  EPS_MPI_CHECK(MPI_Iallgather(h.layout_info.num_tokens_per_rank.data(), size_, MPI_INT,
                                          all_per_rank.data(), size_, MPI_INT, comm_, &request));
   EPS_RETURN_IF_ERROR(mpi::wait(&request, deadline(), [this] {
     return fmt::format("MPI_Iallgather of tokens per rank over {} ranks (rank {})", size_, rank_);
   }));
   h.layout_info.rank_prefix_matrix = rank_prefix_matrix(size_, all_per_rank);
+  // The two count exchanges: per_peer ints to and from every other rank, then R ints gathered from each.
+  const std::vector<int> per_peer_ints(static_cast<std::size_t>(size_), per_peer);
+  count_wire(per_peer_ints, per_peer_ints, sizeof(int));
+  const std::vector<int> row_ints(static_cast<std::size_t>(size_), size_);
+  count_wire(row_ints, row_ints, sizeof(int));
   Exchange& x = h.exchange;
   x.send_counts.assign(size_, 0);
   x.recv_counts.assign(size_, 0);
@@ -286,7 +310,7 @@ void MpiTransport::write_counts(const MpiHandle& h, const DispatchOutput& out) c
     }
     const int aligned = (real + align - 1) / align * align;
     out.num_recv_tokens_per_expert[l] = aligned;
-    for (std::int64_t row = segment + real; row < segment + aligned; ++row) {  // zero padding (SPEC 5.3)
+    for (std::int64_t row = segment + real; row < segment + aligned; ++row) {  // zero padding (docs/dispatch.md 5.3)
       const auto r = static_cast<std::size_t>(row);
       std::memset(out.recv_x.data() + r * row_bytes_, 0, row_bytes_);
       std::fill_n(out.recv_x_scales.begin() + static_cast<std::ptrdiff_t>(r * num_scales_), num_scales_,
@@ -305,6 +329,7 @@ Status MpiTransport::move_payload(const MpiHandle& h, const DispatchInput& in, c
   EPS_RETURN_IF_ERROR(mpi::alltoallv(send.data(), x.send_counts, x.send_displs, record_type(h.kind),
                                      recv.data(), x.recv_counts, x.recv_displs, record_type(h.kind), comm_,
                                      deadline()));
+  count_wire(x.send_counts, x.recv_counts, record_bytes(h.kind));
   unpack(h, recv, out);
   write_counts(h, out);
   return Status();
@@ -343,6 +368,7 @@ Status MpiTransport::combine(const DispatchHandle& handle, const CombineInput& i
   const Exchange& x = h->exchange;
   EPS_RETURN_IF_ERROR(mpi::alltoallv(send.data(), x.recv_counts, x.recv_displs, combine_type_, back.data(),
                                      x.send_counts, x.send_displs, combine_type_, comm_, deadline()));
+  count_wire(x.recv_counts, x.send_counts, 2 * static_cast<std::size_t>(config_.hidden));
   std::vector<const bf16*> rows(h->send_token.size());
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = back.data() + i * hidden;
   if (in.tree == CombineTree::kLlWeighted) {
@@ -382,8 +408,8 @@ Capabilities mpi_capabilities() {
 Result<std::unique_ptr<Transport>> make_mpi_transport(const TransportConfig& config) {
   int size = 0;
   int rank = 0;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Comm_size(config.comm, &size));
-  EPS_MPI_RETURN_IF_ERROR(MPI_Comm_rank(config.comm, &rank));
+  EPS_MPI_CHECK(MPI_Comm_size(config.comm, &size));
+  EPS_MPI_CHECK(MPI_Comm_rank(config.comm, &rank));
   EPS_RETURN_IF_ERROR(validate_config(config, size, mpi_capabilities()));
   // Rows exchanged in one alltoallv are counted in int: R * T_max * min(K, L) must fit.
   const std::int64_t max_records = recv_capacity_rows(Layout::kHtExpertMajor, config, size) +
@@ -393,13 +419,10 @@ Result<std::unique_ptr<Transport>> make_mpi_transport(const TransportConfig& con
                             max_records);
   }
   // A private communicator, so that a transport's collectives never match the caller's.
-  MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_RETURN_IF_ERROR(MPI_Comm_idup(config.comm, &comm, &request));
-  EPS_RETURN_IF_ERROR(mpi::wait(&request, Deadline(config.timeout_seconds), [size, rank] {
-    return fmt::format("MPI_Comm_idup over {} ranks (rank {})", size, rank);
-  }));
-  return std::unique_ptr<Transport>(std::make_unique<MpiTransport>(config, comm, rank, size));
+  EPS_ASSIGN_OR_RETURN(MPI_Comm comm, mpi::comm_dup(config.comm, Deadline(config.timeout_seconds)));
+  auto transport = std::make_unique<MpiTransport>(config, comm, rank, size);
+  EPS_RETURN_IF_ERROR(transport->commit_types());
+  return std::unique_ptr<Transport>(std::move(transport));
 }
 
 }  // namespace eps::transport

@@ -17,8 +17,12 @@ TEST(TransportRegistry, ListsTheMpiBaseline) {
 
 TEST(TransportRegistry, RejectsADuplicateName) {
   TransportRegistry registry;
-  registry.add({"x", "first", make_mpi_transport});
-  EXPECT_THROW(registry.add({"x", "second", make_mpi_transport}), std::logic_error);
+  const auto make = [](const TransportConfig& config, const fabric::FabricSelection&) {
+    return make_mpi_transport(config);
+  };
+  registry.add({.name = "x", .summary = "first", .factory = make, .capabilities = mpi_capabilities});
+  EXPECT_THROW(registry.add({.name = "x", .summary = "second", .factory = make, .capabilities = mpi_capabilities}),
+               std::logic_error);
 }
 
 TEST(SelectTransports, AllListAndUnknownNames) {
@@ -70,7 +74,7 @@ TEST(ValidateConfig, NamesTheFieldAndRange) {
   bad.dtype = PayloadType::kFp8;
   bad.hidden = 200;
   EXPECT_EQ(validate_config(bad, 4, caps).message(),
-            "hidden: must be a multiple of 128 for fp8 (SPEC 1.2), got 200");
+            "hidden: must be a multiple of 128 for fp8 (docs/numerics.md 1.2), got 200");
   bad = c;
   bad.top_k = 17;
   EXPECT_EQ(validate_config(bad, 4, caps).message(), "top_k: must be in [1, 16], got 17");

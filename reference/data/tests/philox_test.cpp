@@ -1,4 +1,4 @@
-// SPEC 2.1: Philox4x32-10 and the epsuite stream addressing.
+// docs/numerics.md 2.1: Philox4x32-10 and the epsuite stream addressing.
 #include "reference/data/philox.hpp"
 
 #include <gtest/gtest.h>

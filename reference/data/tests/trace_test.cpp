@@ -1,4 +1,4 @@
-// SPEC 2.3 trace:FILE: JSON and CSV formats, replay round trip, validation.
+// docs/numerics.md 2.3 trace:FILE: JSON and CSV formats, replay round trip, validation.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

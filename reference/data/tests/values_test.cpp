@@ -1,4 +1,4 @@
-// SPEC 2.2: value mappings exact in the storage type, element functions and batch fills agree.
+// docs/numerics.md 2.2: value mappings exact in the storage type, element functions and batch fills agree.
 #include "reference/data/fill.hpp"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::uint64_t kSeed = 0x5eed5eed1234ull;
 
-// Independent oracle of SPEC 2.2 in float64: u = bits / 2^32, v = (int(u * 256) - 128) / 64.
+// Independent oracle of docs/numerics.md 2.2 in float64: u = bits / 2^32, v = (int(u * 256) - 128) / 64.
 double payload_oracle(std::uint32_t bits) {
   const double u = static_cast<double>(bits) / 4294967296.0;
   return (static_cast<int>(u * 256.0) - 128) / 64.0;
@@ -141,7 +141,7 @@ TEST(TopkWeight, PositiveMultiplesOf2ToMinus10UpToOne) {
   }
 }
 
-// SPEC 2.1: the same values whatever the batch, offset or order of generation.
+// docs/numerics.md 2.1: the same values whatever the batch, offset or order of generation.
 TEST(Regeneration, BatchOffsetAndOrderIndependent) {
   const std::uint32_t tokens = 24, hidden = 70;
   std::vector<bf16> whole(tokens * hidden);

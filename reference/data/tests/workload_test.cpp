@@ -1,4 +1,4 @@
-// SPEC 2.3 workload generators, SPEC 3.4 denoising masks, --tokens-per-rank.
+// docs/numerics.md 2.3 workload generators, docs/routing.md 3.4 denoising masks, --tokens-per-rank.
 #include "reference/data/workload.hpp"
 
 #include <gtest/gtest.h>
@@ -89,7 +89,7 @@ TEST(Workload, EveryPatternWellFormed) {
   expect_well_formed(generate("hot:2,0.5", {1, 8, 8}, 0, 50), 8);
 }
 
-// SPEC 2.1: rank 2's routing is the same in a 4-rank and an 8-rank world, forward or reversed, one token at a
+// docs/numerics.md 2.1: rank 2's routing is the same in a 4-rank and an 8-rank world, forward or reversed, one token at a
 // time or as a batch, or split into ranges.
 TEST(Workload, RegenerationIndependentOfWorldSizeBatchAndOrder) {
   for (const char* text : kRankFreePatterns) {
@@ -298,7 +298,7 @@ TEST(WorkloadStatistics, DriftMovesSmoothly) {
   EXPECT_GT(std::accumulate(sorted.begin(), sorted.begin() + 8, 0.0), 0.6);
 }
 
-// SPEC 3.4 masks: per-sample ratio r_b = masked / S with rho_b ~ U(0, 1).
+// docs/routing.md 3.4 masks: per-sample ratio r_b = masked / S with rho_b ~ U(0, 1).
 TEST(DenoiseMask, RatiosSpreadOverZeroToOne) {
   RoutingRequest request;
   request.seed = kSeed;

@@ -1,4 +1,4 @@
-// Byte accounting (SPEC 5.6) on the hand case of hand_case_test.cpp (R = 2, E = 4, K = 2):
+// Byte accounting (docs/dispatch.md 5.6) on the hand case of hand_case_test.cpp (R = 2, E = 4, K = 2):
 //   rank 0  t0 experts [1, 2] -> ranks {0, 1};  t1 [3, -1] -> {1};  t2 [0, 1] -> {0}
 //   rank 1  t0 experts [2, 0] -> ranks {0, 1};  t1 all masked;      t2 [3, 2] -> {1}
 // HT rows (r, t, q): (0,0,0) (0,0,1) (0,1,1) (0,2,0) (1,0,0) (1,0,1) (1,2,1).
@@ -39,7 +39,7 @@ RankTraffic traffic(std::int64_t ra, std::int64_t rp, std::int64_t sa, std::int6
 TEST(ByteAccounting, RowSizes) {
   EXPECT_EQ(ht_dispatch_row_bytes(PayloadType::kBf16, 7168), 14336);         // 2H
   EXPECT_EQ(ht_dispatch_row_bytes(PayloadType::kFp8, 7168), 7168 + 56 * 4);  // H + H/128·4 = 7392
-  EXPECT_EQ(ll_dispatch_message_bytes(PayloadType::kFp8, 7168), 7392 + 16);  // + 16-byte header
+  EXPECT_EQ(ll_dispatch_message_bytes(PayloadType::kFp8, 7168), 7392);  // payload and scales only (no header)
   EXPECT_EQ(ll_dispatch_message_bytes(PayloadType::kBf16, 7168), 14336);     // 2H
   EXPECT_EQ(combine_row_bytes(7168), 14336);
 }
@@ -59,12 +59,13 @@ TEST(ByteAccounting, HandCaseBf16) {
 }
 
 TEST(ByteAccounting, HandCaseFp8) {
-  // fp8, H = 128: HT row 128 + 4 = 132 B, LL message 132 + 16 = 148 B, combine row 256 B.
+  // fp8, H = 128: HT row 128 + 4 = 132 B, LL message 132 B too (docs/dispatch.md 5.6: algo counts payload and
+  // scales only; a transport's header is not algo), combine row 256 B.
   const ByteAccount a = account_bytes(hand_plan(PayloadType::kFp8, 128));
   EXPECT_EQ(a.ht_dispatch[0], traffic(3 * 132, 132, 4 * 132, 2 * 132));
   EXPECT_EQ(a.ht_dispatch[1], traffic(4 * 132, 2 * 132, 3 * 132, 132));
-  EXPECT_EQ(a.ll_dispatch[0], traffic(4 * 148, 148, 5 * 148, 2 * 148));
-  EXPECT_EQ(a.ll_dispatch[1], traffic(5 * 148, 2 * 148, 4 * 148, 148));
+  EXPECT_EQ(a.ll_dispatch[0], traffic(4 * 132, 132, 5 * 132, 2 * 132));
+  EXPECT_EQ(a.ll_dispatch[1], traffic(5 * 132, 2 * 132, 4 * 132, 132));
   EXPECT_EQ(a.ht_combine[0], traffic(4 * 256, 2 * 256, 3 * 256, 256));
   EXPECT_EQ(a.ll_combine[1], traffic(4 * 256, 256, 5 * 256, 2 * 256));
 }

@@ -1,4 +1,4 @@
-// Input validation (SPEC 5, SPEC 10) and expert placement (SPEC 8.1, SPEC 8.4).
+// Input validation (docs/dispatch.md 5, docs/errors.md 10) and expert placement (docs/eplb.md 8.1, docs/eplb.md 8.4).
 #include <cmath>
 #include <limits>
 #include <string>
@@ -54,7 +54,7 @@ TEST(DispatchPlanValidation, Shapes) {
   c.dtype = PayloadType::kFp8;
   c.hidden = 200;
   EXPECT_EQ(make_error(c, valid_routing()),
-            "hidden: must be a multiple of 128 for fp8 payloads (SPEC 1.2), got 200");
+            "hidden: must be a multiple of 128 for fp8 payloads (docs/numerics.md 1.2), got 200");
   c = small_config();
   c.expert_alignment = 0;
   EXPECT_EQ(make_error(c, valid_routing()), "expert_alignment: must be in [1, 1048576], got 0");
@@ -138,7 +138,7 @@ TEST(ExpertMap, ReplicatedPlacementErrors) {
   EXPECT_EQ(ExpertMap::make_replicated(2, 3, out).status().message(), "phy2log[2]: must be in [0, 2], got 3");
   const std::vector<int> missing{0, 1, 1, 0};
   EXPECT_EQ(ExpertMap::make_replicated(2, 3, missing).status().message(),
-            "phy2log: expert 2 has no replica; every expert needs at least one (SPEC 8.1)");
+            "phy2log: expert 2 has no replica; every expert needs at least one (docs/eplb.md 8.1)");
   DispatchConfig c = small_config();
   const ExpertMap four_ranks = value_or_throw(ExpertMap::make_default(4, 4));
   EXPECT_EQ(DispatchPlan::make(c, valid_routing(), four_ranks).status().message(),

@@ -1,4 +1,4 @@
-// SPEC 8.2: the deepseek policy and its building blocks.
+// docs/eplb.md 8.2: the deepseek policy and its building blocks.
 #include <gtest/gtest.h>
 
 #include "reference/eplb/packing.hpp"
@@ -21,7 +21,7 @@ Placement plan_deepseek(std::vector<std::vector<double>> weight, int p, int g, i
   return plan.value().placement;
 }
 
-// SPEC 8.2 golden vector, bit-exact.
+// docs/eplb.md 8.2 golden vector, bit-exact.
 TEST(Deepseek, SpecGoldenVector) {
   const Placement p = plan_deepseek({{90, 132, 40, 61, 104, 165, 39, 4, 73, 56, 183, 86},
                                      {20, 107, 104, 64, 19, 197, 187, 157, 172, 86, 16, 27}},

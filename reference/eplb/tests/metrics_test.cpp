@@ -1,4 +1,4 @@
-// SPEC 8.4 replica rule and SPEC 8.5 figures of merit on hand cases.
+// docs/eplb.md 8.4 replica rule and docs/eplb.md 8.5 figures of merit on hand cases.
 #include "reference/eplb/metrics.hpp"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// SPEC 8.3: mindie-a2a, mindie-ag and mindie-ex on hand cases and random loads.
+// docs/eplb.md 8.3: mindie-a2a, mindie-ag and mindie-ex on hand cases and random loads.
 #include <random>
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// SPEC 8.1: placement construction and the invariant checker.
+// docs/eplb.md 8.1: placement construction and the invariant checker.
 #include "reference/eplb/placement.hpp"
 
 #include <gtest/gtest.h>

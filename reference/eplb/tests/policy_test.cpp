@@ -1,4 +1,4 @@
-// SPEC 8.1 invariants for every registered policy on random loads, and input validation (SPEC 10).
+// docs/eplb.md 8.1 invariants for every registered policy on random loads, and input validation (docs/errors.md 10).
 #include "reference/eplb/policy.hpp"
 
 #include <algorithm>
@@ -17,7 +17,7 @@ struct Shape {
 
 // Shapes valid for every policy that accepts them; greedy only runs where P == E.
 const Shape kShapes[] = {
-    {2, 12, 16, 4, 2, 8},  // the SPEC 8.2 golden shape
+    {2, 12, 16, 4, 2, 8},  // the docs/eplb.md 8.2 golden shape
     {3, 16, 16, 4, 2, 4},  // P == E
     {2, 8, 12, 2, 2, 4},   // hierarchical, 3 slots per rank
     {2, 6, 8, 3, 2, 2},    // groups % nodes != 0: global path
@@ -54,7 +54,7 @@ TEST(EplbPolicies, RegistryListsEveryPolicy) {
             "\"round-robin\"");
 }
 
-// Every invariant of SPEC 8.1, re-derived here from phy2log alone (independent of check_placement).
+// Every invariant of docs/eplb.md 8.1, re-derived here from phy2log alone (independent of check_placement).
 void expect_invariants(const Placement& p, const Shape& s) {
   ASSERT_EQ(p.num_layers, s.layers);
   ASSERT_EQ(p.num_slots, s.slots);

@@ -1,4 +1,4 @@
-// Expert kernels (SPEC 4.1-4.2): silu edges, hand cases that pin each kernel's summation order, batch
+// Expert kernels (docs/layer.md 4.1-4.2): silu edges, hand cases that pin each kernel's summation order, batch
 // invariance, SIMD paths against an independent tree oracle, accuracy against a float64 oracle.
 #include <cmath>
 #include <cstdint>
@@ -163,7 +163,7 @@ TEST(Expert, HandCaseBothKernels) {
 }
 
 // Pins each kernel's summation order. x = [1, 1, 1], W1 row = [2^24, 1, -2^24]:
-//   scalar (SPEC 1.4): (0 + 2^24) + 1 = 2^24 + 1 -> ties to even 2^24; 2^24 - 2^24 = 0   => a = 0
+//   scalar (docs/numerics.md 1.4): (0 + 2^24) + 1 = 2^24 + 1 -> ties to even 2^24; 2^24 - 2^24 = 0   => a = 0
 //   tree: lanes 0, 1, 2 hold 2^24, 1, -2^24; levels s = 8 and 4 add zeros; s = 2: lane 0 = 2^24 - 2^24
 //         = 0, lane 1 = 1 + 0 = 1; s = 1: 0 + 1 = 1                                 => a = 1
 TEST(Expert, SummationOrderHandCase) {
@@ -180,7 +180,7 @@ TEST(Expert, SummationOrderHandCase) {
     EXPECT_EQ(run_tree(*tree, x, p).a32[0], 1.0f) << simd_path_name(p);
 }
 
-// SPEC 4.2: a row's bits never depend on the batch size, the row's position or its neighbours.
+// docs/layer.md 4.2: a row's bits never depend on the batch size, the row's position or its neighbours.
 // Shapes not multiples of 16 / 4 exercise the padding; 37 rows cross the 32-row chunk boundary.
 TEST(Expert, BatchInvarianceAcrossSizesAndPositions) {
   const ExpertShape shape{72, 44};
@@ -280,13 +280,13 @@ void check_against_float64(const ExpertWeights& w, const std::vector<bf16>& x, c
 // fp32 ulp of a positive magnitude m (the spacing of the binade holding m).
 double ulp_of(double m) { return std::ldexp(1.0, std::ilogb(m) - 23); }
 
-// SPEC 4.2 at the ec-dlm-owt expert shape (H 512, F 384) with SPEC 2.2 data. W1·x and W3·x are exact
+// docs/layer.md 4.2 at the ec-dlm-owt expert shape (H 512, F 384) with docs/numerics.md 2.2 data. W1·x and W3·x are exact
 // in fp32 whatever the order: x = i/64 and w = j/64 * 2^-5 (fan_in 512) with |i|, |j| <= 128, so every
 // product is an integer multiple of 2^-17 of at most 2^14 units and every partial sum of 512 of them at
 // most 2^23 units: exact in fp32's 24-bit significand. So a, b and h agree bit for bit and only W2·h
 // differs in rounding.
 //
-// SPEC 4.2 asks for the fp32 dot products to lie within 4 ulp of the reference's. Two summation orders
+// docs/layer.md 4.2 asks for the fp32 dot products to lie within 4 ulp of the reference's. Two summation orders
 // of the same terms may differ by up to (γ(n-1) + γ(depth)) Σ|x_i w_i|, so where the terms cancel
 // (|Σ| << Σ|x_i w_i|) no ulp count of the result holds (SummationOrderHandCase: 0 versus 1; on this data
 // cancellation reaches 10^6 and a few outputs differ by thousands of ulps). The check is therefore made

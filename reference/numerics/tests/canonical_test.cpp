@@ -1,4 +1,4 @@
-// SPEC 1.3: canonical order is key descending, then index ascending; -inf sorts last.
+// docs/numerics.md 1.3: canonical order is key descending, then index ascending; -inf sorts last.
 #include "reference/numerics/canonical.hpp"
 
 #include <limits>

@@ -1,4 +1,4 @@
-// SPEC 1.1 fp8 e4m3fn conversions against oracles written here: every code decoded from its fields with
+// docs/numerics.md 1.1 fp8 e4m3fn conversions against oracles written here: every code decoded from its fields with
 // ldexp, and fp32 -> fp8 as "nearest of the 127 finite magnitudes, ties to the even code, saturate".
 #include <gtest/gtest.h>
 

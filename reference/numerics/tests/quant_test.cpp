@@ -1,4 +1,4 @@
-// SPEC 1.2 FP8 per-token quantization: hand-computed rows (arithmetic in the comments), the 1e-4 amax
+// docs/numerics.md 1.2 FP8 per-token quantization: hand-computed rows (arithmetic in the comments), the 1e-4 amax
 // floor, round_scale powers of two, NaN/inf behaviour and the shape errors.
 #include <gtest/gtest.h>
 
@@ -120,7 +120,7 @@ TEST(Fp8Quant, GroupsAndTokensAreLaidOutRowMajorWithTheAmaxFloor) {
   const Fp8Batch q = quantize(x, 2, 256, Fp8ScaleMode::kAmax);
   ASSERT_EQ(q.scales.size(), 4u);
   EXPECT_EQ(q.scales[0], std::ldexp(1.0f, -7));
-  EXPECT_EQ(q.scales[1], 1e-4f / 448.0f);  // SPEC 1.2 floor: amax = 1e-4 for an all-zero group
+  EXPECT_EQ(q.scales[1], 1e-4f / 448.0f);  // docs/numerics.md 1.2 floor: amax = 1e-4 for an all-zero group
   EXPECT_NEAR(q.scales[1], 2.2321428e-7, 1e-13);
   EXPECT_EQ(q.scales[2], 1.0f);
   EXPECT_EQ(q.scales[3], 1e-4f / 448.0f);
@@ -155,7 +155,7 @@ TEST(Fp8Quant, RoundScaleHandRows) {
   for (int i = 256; i < 384; ++i) EXPECT_EQ(q.codes[i], 0x00);
 }
 
-// SPEC 1.2 round_scale: every scale is 2^k with 2^(k-1) < amax / 448 <= 2^k (checked in double from the
+// docs/numerics.md 1.2 round_scale: every scale is 2^k with 2^(k-1) < amax / 448 <= 2^k (checked in double from the
 // group's values), and dequantized values are within half an fp8 step of the input.
 TEST(Fp8Quant, RoundScaleScalesArePowersOfTwoBracketingAmax) {
   constexpr int kTokens = 64, kHidden = 512;

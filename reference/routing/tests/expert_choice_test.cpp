@@ -1,4 +1,4 @@
-// SPEC 3.3 (expert choice, EC-DLM semantics) and SPEC 3.4 (per-sample k in expert choice).
+// docs/routing.md 3.3 (expert choice, EC-DLM semantics) and docs/routing.md 3.4 (per-sample k in expert choice).
 #include "reference/routing/expert_choice.hpp"
 
 #include <algorithm>
@@ -41,7 +41,7 @@ std::vector<float> gates_of(const Routing& r, std::int64_t t) {
   return {span.begin(), span.end()};
 }
 
-// Brute-force oracle of SPEC 3.3 selection: per sample and expert, std::sort the sample's positions on
+// Brute-force oracle of docs/routing.md 3.3 selection: per sample and expert, std::sort the sample's positions on
 // (logit descending as double, position ascending) and take the first c_b; returns J_i per token.
 std::vector<std::vector<std::int32_t>> oracle_sets(const std::vector<float>& logits, std::int64_t t,
                                                    std::int64_t e, std::int64_t s,
@@ -86,7 +86,7 @@ TEST(ExpertChoice, HandComputedSequenceCase) {
   EXPECT_NEAR(g0[0], 3.0 * 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
   EXPECT_NEAR(g0[1], 3.0 * std::exp(-1.0) / (1.0 + std::exp(-1.0)), 1e-6);
   EXPECT_EQ(g0[2], 0.0f);
-  // The same in fp32, SPEC operation order: d / (Σd + 1e-20f) · Fscale.
+  // The same in fp32, the operation order of the contract: d / (Σd + 1e-20f) · Fscale.
   const float e1 = std::exp(-1.0f);
   const float sum0 = (0.0f + 1.0f) + e1;
   EXPECT_EQ(g0[0], (1.0f / (sum0 + 1e-20f)) * 3.0f);
@@ -139,7 +139,7 @@ TEST(ExpertChoice, AllMinusInfinityPicksGiveZeroGates) {
 }
 
 TEST(ExpertChoice, InvariantsAndOracleOnRandomInput) {
-  // SPEC 3.3 invariants: every expert gets exactly c_b tokens per sample, Σ_i |J_i| = E·Σ_b c_b.
+  // docs/routing.md 3.3 invariants: every expert gets exactly c_b tokens per sample, Σ_i |J_i| = E·Σ_b c_b.
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> level(-8, 7);  // 16 logit values: many ties
   const std::int64_t s = 64, b = 3, e = 24, t = s * b;
@@ -172,7 +172,7 @@ TEST(ExpertChoice, InvariantsAndOracleOnRandomInput) {
   }
   EXPECT_EQ(total_slots, e * (24 + 16 + 5));
   for (std::int64_t j = 0; j < e; ++j) EXPECT_EQ(r->expert_load[j], 24 + 16 + 5);
-  // Gates: fp32 recomputation in SPEC order and a double cross-check.
+  // Gates: fp32 recomputation in the order of the contract and a double cross-check.
   for (std::int64_t i = 0; i < t; ++i) {
     const auto experts = experts_of(*r, i);
     if (experts.empty()) continue;
@@ -192,7 +192,7 @@ TEST(ExpertChoice, InvariantsAndOracleOnRandomInput) {
 }
 
 TEST(ExpertChoice, LargeShapeMatchesOracle) {
-  // The ec-dlm-owt shape scaled down: S = 512, E = 64, k = 20 -> c = 160; SPEC 2.2 logits (2^-10 grid).
+  // The ec-dlm-owt shape scaled down: S = 512, E = 64, k = 20 -> c = 160; docs/numerics.md 2.2 logits (2^-10 grid).
   std::mt19937 rng(3);
   std::uniform_int_distribution<int> level(-4096, 4095);
   const std::int64_t s = 512, e = 64, t = 2 * s;
@@ -253,7 +253,7 @@ TEST(ExpertChoice, ScheduledCapacityPerSampleAndBatch) {
 }
 
 TEST(ExpertChoice, NegativeZeroTiesWithZero) {
-  // SPEC 1.3: -0.0 == +0.0 as keys, so they tie and the lower position wins. E = 3, S = 3, k = 2 ->
+  // docs/numerics.md 1.3: -0.0 == +0.0 as keys, so they tie and the lower position wins. E = 3, S = 3, k = 2 ->
   // c = floor(3·2/3) = 2. Expert 0 sees [-0.0, +0.0, 1.0]: 1.0 enters and evicts the canonical-last of the
   // tied zeros, position 1, so expert 0 keeps positions 0 and 2.
   const std::vector<float> logits = {-0.0f, 5, 5, 0.0f, 5, 5, 1.0f, 0, 0};

@@ -1,4 +1,4 @@
-// SPEC 3.4: timestep-dependent capacity schedules.
+// docs/routing.md 3.4: timestep-dependent capacity schedules.
 #include "reference/routing/schedule.hpp"
 
 #include <cmath>
@@ -18,7 +18,7 @@ KSchedule make(ScheduleKind kind, std::int64_t k_min = 8, std::int64_t k_max = 3
   return k;
 }
 
-// SPEC 3.4 golden fact: with r ~ U(0, 1), k_min 8, k_max 32, E[k] = 20.00. Integrated over 10^6
+// docs/routing.md 3.4 golden fact: with r ~ U(0, 1), k_min 8, k_max 32, E[k] = 20.00. Integrated over 10^6
 // midpoints r = (i + 0.5) / 10^6.
 double expected_k(const KSchedule& k_schedule) {
   constexpr int kSteps = 1000000;

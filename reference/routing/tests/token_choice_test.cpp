@@ -1,4 +1,4 @@
-// SPEC 3.1 (token choice) and SPEC 3.2 (capacity and drops).
+// docs/routing.md 3.1 (token choice) and docs/routing.md 3.2 (capacity and drops).
 #include "reference/routing/token_choice.hpp"
 
 #include <algorithm>
@@ -28,7 +28,7 @@ std::vector<std::int32_t> experts_of(const Routing& r, std::int64_t t) {
   return {span.begin(), span.end()};
 }
 
-// Independent oracle (SPEC 3.1): scores in fp32 as SPEC writes them, then every candidate expert sorted
+// Independent oracle (docs/routing.md 3.1): scores in fp32 as the contract writes them, then every candidate expert sorted
 // with std::sort on (key descending as double, index ascending).
 struct Oracle {
   std::vector<std::int32_t> experts;
@@ -340,10 +340,10 @@ TEST(TokenChoice, InputErrors) {
   std::vector<float> logits = {0.0f, 1.0f, 2.0f, 3.0f};
   logits[3] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_EQ(route_token_choice(c, input_of(logits, 2, 2)).status().message(),
-            "logits[1][1]: NaN is not allowed (SPEC 1.3)");
+            "logits[1][1]: NaN is not allowed (docs/numerics.md 1.3)");
   logits[3] = std::numeric_limits<float>::infinity();
   EXPECT_EQ(route_token_choice(c, input_of(logits, 2, 2)).status().message(),
-            "logits[1][1]: +inf is not allowed (only -inf, SPEC 1.3)");
+            "logits[1][1]: +inf is not allowed (only -inf, docs/numerics.md 1.3)");
   logits[3] = -std::numeric_limits<float>::infinity();
   EXPECT_TRUE(route_token_choice(c, input_of(logits, 2, 2)).ok());
   c.k = 3;

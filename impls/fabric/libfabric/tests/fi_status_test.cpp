@@ -29,7 +29,7 @@ TEST(FiStatus, LibfabricSpecificCodesUseFiStrerror) {
 }
 
 Status returns_through_macro(long rc, int* reached) {
-  EPS_FI_RETURN_IF_ERROR(rc);
+  EPS_FI_CHECK(rc);
   *reached = 1;
   return Status();
 }

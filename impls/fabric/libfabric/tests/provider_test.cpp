@@ -124,11 +124,11 @@ TEST(Describe, NamesProviderOrderingAndLimits) {
 }
 
 // These two ask the real library; each skips where the provider situation differs from the check.
-TEST(Select, MissingProviderIsAnEnvironmentErrorWithFiStrerror) {
+TEST(Select, MissingProviderIsUnavailableWithFiStrerror) {
   const ProviderSpec spec{"efa", "efa", "", false};
   Result<SelectedProvider> selected = select_provider(spec);
   if (selected.ok()) GTEST_SKIP() << "an efa provider is available here";
-  EXPECT_EQ(selected.status().code(), StatusCode::kEnvironment);
+  EXPECT_EQ(selected.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(selected.status().message(),
             fmt::format("libfabric:efa: provider efa not available here (fi_getinfo: {})",
                         fi_strerror(FI_ENODATA)));

@@ -1,4 +1,4 @@
-// SPEC 6.1 / 6.2: every encoded immediate field at and beyond its limit (issue 5 item 5).
+// docs/fabrics.md 6.1 / 6.2: every encoded immediate field at and beyond its limit.
 #include "impls/fabric/signal/imm_codec.hpp"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // verbs_check.hpp: every libibverbs failure shape becomes one kEnvironment status naming call, file, line
-// and errno (ARCHITECTURE.md rule 3).
+// and errno (docs/architecture.md rule 3).
 #include "impls/fabric/verbs/verbs_check.hpp"
 
 #include <cerrno>
@@ -22,7 +22,7 @@ int* fake_constructor(int* value, int err) {
 }
 
 Status checked_call(int rc, int err) {
-  EPS_VERBS_RETURN_IF_ERROR(fake_call(rc, err));
+  EPS_VERBS_CHECK(fake_call(rc, err));
   return Status();
 }
 

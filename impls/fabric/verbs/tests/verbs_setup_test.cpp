@@ -1,5 +1,5 @@
 // verbs_setup.hpp: device and port selection, GID index, PSNs, QP transition attributes and queue depths
-// of the verbs fabric (SPEC 6.1), checked without an RDMA device.
+// of the verbs fabric (docs/fabrics.md 6.1), checked without an RDMA device.
 #include "impls/fabric/verbs/verbs_setup.hpp"
 
 #include <set>
@@ -37,10 +37,10 @@ void expect_pick(std::string_view env, const std::string& device, int port, std:
   EXPECT_EQ(choice->index, index) << env;
 }
 
-TEST(VerbsSetup, NoDeviceIsTheDocumentedEnvironmentError) {
+TEST(VerbsSetup, NoDeviceIsUnavailable) {
   const Result<PortChoice> none = select_port({}, 0, "");
   ASSERT_FALSE(none.ok());
-  EXPECT_EQ(none.status().code(), StatusCode::kEnvironment);
+  EXPECT_EQ(none.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(none.status().message(), "no RDMA device (ibv_get_device_list found 0 devices)");
   // The environment variable cannot conjure a device.
   EXPECT_EQ(select_port({}, 0, "mlx5_0").status().message(),
@@ -57,8 +57,8 @@ TEST(VerbsSetup, WithoutEnvTheFirstSuitableActivePortWins) {
   const std::vector<PortCandidate> all_down = {{"mlx5_0", 1, true, false, "PORT_DOWN"},
                                                {"efa_0", 1, false, true, "not EFA"}};
   const Status down = select_port(all_down, 2, "").status();
-  expect_error(down, StatusCode::kEnvironment, "no suitable active port on 2 RDMA device(s)");
-  expect_error(down, StatusCode::kEnvironment, "mlx5_0:1 (PORT_DOWN), efa_0:1 (unsuitable, not EFA)");
+  expect_error(down, StatusCode::kUnavailable, "no suitable active port on 2 RDMA device(s)");
+  expect_error(down, StatusCode::kUnavailable, "mlx5_0:1 (PORT_DOWN), efa_0:1 (unsuitable, not EFA)");
 }
 
 TEST(VerbsSetup, EnvSelectsDeviceAndOptionalPort) {

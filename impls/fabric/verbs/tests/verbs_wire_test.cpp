@@ -1,5 +1,5 @@
 // verbs_wire.hpp: the address and region-key records ranks exchange, byte for byte, and the byte order
-// of immediates (SPEC 6.1: the value put is the value the target sees).
+// of immediates (docs/fabrics.md 6.1: the value put is the value the target sees).
 #include "impls/fabric/verbs/verbs_wire.hpp"
 
 #include <cstring>

@@ -1,0 +1,21 @@
+#include "harness/cli/command_start.hpp"
+
+#include "harness/platform/platform.hpp"
+#include "impls/runtime/deadline.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
+
+namespace eps {
+
+CommandStart start_command(Params& params, const std::vector<std::string>& tag_values) {
+  const Status initialized = mpi::init(nullptr, nullptr);
+  if (!initialized.ok()) mpi::fatal(initialized);
+  CommandStart start;
+  start.status = params.resolve();
+  Result<std::map<std::string, std::string>> tags = parse_tags(tag_values);
+  if (start.status.ok() && !tags.ok()) start.status = tags.status();
+  if (tags.ok()) start.tags = std::move(tags).value();
+  start.timeout_seconds = start.status.ok() ? params.number("timeout") : kDefaultTimeoutSeconds;
+  return start;
+}
+
+}  // namespace eps

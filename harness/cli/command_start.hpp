@@ -1,0 +1,24 @@
+// The start shared by every MPI subcommand (info, bench, run): initialize MPI, resolve the parameters
+// (flag > EPSUITE_* twin > default) and the --tag values. A bad flag or tag is returned, not thrown, so
+// that the caller can add its own checks and then agree on one exit code over ranks (docs/errors.md 10).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "impls/runtime/params.hpp"
+#include "reference/common/status.hpp"
+
+namespace eps {
+
+struct CommandStart {
+  Status status;                            // the first bad flag or tag, ok otherwise
+  double timeout_seconds = 0;               // --timeout, or the default when the flags are bad
+  std::map<std::string, std::string> tags;  // parsed --tag values (empty when status failed on them)
+};
+
+// MPI initialization failures end the job (mpi::fatal, exit 3). `params` must define "timeout".
+CommandStart start_command(Params& params, const std::vector<std::string>& tag_values);
+
+}  // namespace eps

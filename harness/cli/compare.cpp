@@ -1,0 +1,46 @@
+#include "harness/cli/compare.hpp"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "harness/results/compare.hpp"
+
+namespace eps {
+
+void CompareCommand::bind(CLI::App& app) {
+  app.add_option("BASE", base_path_, "Baseline results JSON (docs/results.md 9.1)")->required();
+  app.add_option("NEW", new_path_, "Results JSON to judge against BASE")->required();
+  app.add_option("--threshold", threshold_, "Median slowdown that counts as a regression, e.g. 10% or 0.1")
+      ->capture_default_str();
+  app.add_option("--alpha", alpha_, "Significance level of the two-sided Mann-Whitney U test")
+      ->capture_default_str();
+  app.add_flag("--force", force_, "Compare even when the platform fingerprints differ");
+  app.footer(
+      "A case regresses when its median time is larger by more than the threshold AND p < alpha (docs/results.md 9.2). "
+      "Exit 0: no regression and no failed check in NEW; 1: a regression or a failed check; 2: bad input or "
+      "different fingerprints without --force.");
+}
+
+int CompareCommand::run() const {
+  const auto compared = [&]() -> Result<Comparison> {
+    CompareOptions options;
+    EPS_ASSIGN_OR_RETURN(options.threshold, parse_fraction(threshold_, "--threshold"));
+    EPS_ASSIGN_OR_RETURN(options.alpha, parse_fraction(alpha_, "--alpha"));
+    options.force = force_;
+    EPS_ASSIGN_OR_RETURN(ResultsDocument base, read_results_file(base_path_));
+    EPS_ASSIGN_OR_RETURN(ResultsDocument next, read_results_file(new_path_));
+    EPS_ASSIGN_OR_RETURN(Comparison comparison, compare_results(base, next, options));
+    fmt::print("{}", comparison_report(comparison, options));
+    return comparison;
+  }();
+  std::fflush(stdout);
+  if (!compared.ok()) {
+    std::fprintf(stderr, "epsuite: error: %s\n", compared.status().message().c_str());
+    return compared.status().exit_code();
+  }
+  return compared->exit_code();
+}
+
+}  // namespace eps

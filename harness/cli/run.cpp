@@ -1,0 +1,301 @@
+#include "harness/cli/run.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "conformance/suite.hpp"
+#include "harness/cli/command_start.hpp"
+#include "harness/cli/step_log.hpp"
+#include "harness/platform/platform.hpp"
+#include "harness/plot/plot.hpp"
+#include "impls/runtime/json_io.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
+#include "impls/testing/mpi_gtest.hpp"
+#include "impls/transport/registry.hpp"
+#include "perf/bench/driver.hpp"
+#include "perf/bench/presets.hpp"
+#include "reference/common/version.hpp"
+
+namespace eps {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kOps[] = {"dispatch", "combine", "roundtrip"};
+constexpr const char* kModes[] = {"ht", "ll"};
+
+std::vector<ParamSpec> run_param_specs() {
+  std::vector<ParamSpec> specs;
+  for (std::string_view name : {"transport", "timeout", "strict", "fabric", "signal", "chaos", "allow-unsafe"}) {
+    specs.push_back(param_spec(name));
+  }
+  for (ParamSpec& spec : preset_param_specs()) specs.push_back(std::move(spec));
+  specs.push_back({.name = "out",
+                   .kind = ParamKind::kString,
+                   .default_text = "results/local",
+                   .help = "Directory for info.json, conformance.xml, bench-*.json, plots/, logs/ and report.md; "
+                           "must be new or empty"});
+  specs.push_back({.name = "force",
+                   .kind = ParamKind::kSwitch,
+                   .default_text = "false",
+                   .help = "Replace --out when it holds an earlier run (it has info.json)"});
+  specs.push_back({.name = "verbose",
+                   .kind = ParamKind::kSwitch,
+                   .default_text = "false",
+                   .help = "Also print every step's log (configuration, capability table, test output, tables)"});
+  // -n / -w are bench's own definitions, with defaults sized for a whole run (>= 9 repetitions feed the
+  // docs/results.md 9.2 gate).
+  for (ParamSpec& spec : bench::driver_param_specs()) {
+    if (spec.name == "iters") spec.default_text = "9";
+    if (spec.name == "warmup") spec.default_text = "2";
+    if (spec.name == "iters" || spec.name == "warmup") specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+// The bench parameters of one op/mode: this run's values where it sets them, the process environment
+// (EPSUITE_*) for the rest, then the bench defaults.
+Result<std::unique_ptr<Params>> bench_params(const Params& run, const std::string& mode, const std::string& json) {
+  std::map<std::string, std::string> values = {
+      {"transport", run.string("transport")},
+      {"preset", run.string("preset")},
+      {"timeout", fmt::format("{}", run.number("timeout"))},
+      {"strict", run.enabled("strict") ? "true" : "false"},
+      {"ranks-per-node", fmt::format("{}", run.integer("ranks-per-node"))},
+      {"iters", fmt::format("{}", run.integer("iters"))},
+      {"warmup", fmt::format("{}", run.integer("warmup"))},
+      {"check", "true"},
+      {"mode", mode},
+      {"json", json},
+      {"fabric", run.string("fabric")},
+      {"signal", run.string("signal")},
+      {"chaos", run.string("chaos")},
+      {"allow-unsafe", run.enabled("allow-unsafe") ? "true" : "false"}};
+  if (run.source("tokens") != ParamSource::kDefault) values["tokens"] = run.sweep("tokens").text;
+  std::vector<ParamSpec> specs = bench::bench_param_specs();
+  std::map<std::string, std::string> by_env;
+  for (const ParamSpec& spec : specs) {
+    if (auto it = values.find(spec.name); it != values.end()) by_env[env_name(spec)] = it->second;
+  }
+  auto params = std::make_unique<Params>(std::move(specs));
+  EPS_RETURN_IF_ERROR(params->resolve([&by_env](const std::string& name) -> std::optional<std::string> {
+    if (auto it = by_env.find(name); it != by_env.end()) return it->second;
+    return process_environment(name);
+  }));
+  return params;
+}
+
+// --out must be new or empty, so that no earlier file enters this run's report; --force replaces an earlier
+// run directory, never an arbitrary one.
+Status make_out_dir(const fs::path& out, bool force) {
+  std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_empty(out, ec)) {
+    if (!force) {
+      return invalid_argument("--out", "'{}' exists and is not empty; choose a new directory, or pass --force to "
+                                       "replace an earlier run",
+                              out.string());
+    }
+    if (!fs::exists(out / "info.json")) {
+      return invalid_argument("--force", "'{}' holds no earlier run (no info.json); refusing to delete it",
+                              out.string());
+    }
+    fs::remove_all(out, ec);
+    if (ec) return invalid_argument("--out", "cannot remove '{}': {}", out.string(), ec.message());
+  }
+  fs::create_directories(out / "plots", ec);
+  if (!ec) fs::create_directories(out / "logs", ec);
+  if (ec) return invalid_argument("--out", "cannot create '{}': {}", out.string(), ec.message());
+  return Status();
+}
+
+// "dispatch ht: direct fastest, 2.71x mpi at 256 tokens; 0 wrong" from the cases of one bench.
+std::string bench_summary(const std::string& op, const std::string& mode, const bench::BenchOutcome& outcome) {
+  std::int64_t tokens = -1;
+  for (const CaseResult& c : outcome.cases) {
+    for (const auto& [name, value] : c.sizes) {
+      if (name == "tokens") tokens = std::max(tokens, value);
+    }
+  }
+  std::map<std::string, double> p50;  // at the largest token count
+  std::int64_t wrong = 0;
+  for (const CaseResult& c : outcome.cases) {
+    if (c.check) wrong += c.check->mismatches;
+    const bool largest = std::any_of(c.sizes.begin(), c.sizes.end(),
+                                     [&](const auto& s) { return s.first == "tokens" && s.second == tokens; });
+    if (!largest) continue;
+    std::vector<double> sorted = c.times_us;
+    std::sort(sorted.begin(), sorted.end());
+    p50[c.transport] = nearest_rank_percentile(sorted, 50);
+  }
+  std::string line = fmt::format("{} {}: ", op, mode);
+  if (p50.empty()) return line + "nothing measured";
+  const auto best = std::min_element(p50.begin(), p50.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  line += fmt::format("{} fastest ({:.1f} us at {} tokens)", best->first, best->second, tokens);
+  if (p50.count("mpi") > 0 && best->first != "mpi") line += fmt::format(", {:.2f}x mpi", p50["mpi"] / best->second);
+  return line + fmt::format("; {} wrong", wrong);
+}
+
+class RunJob {
+ public:
+  RunJob(const Params& params, const std::vector<std::string>& argv, std::map<std::string, std::string> tags,
+         double timeout)
+      : params_(params), argv_(argv), tags_(std::move(tags)), timeout_(timeout), out_(params.string("out")) {}
+
+  // Flags, selection, preflight, preset and --out, agreed over ranks before anything runs.
+  int prepare() {
+    Status status = select();
+    if (status.ok() && mpi::is_root()) status = make_out_dir(out_, params_.enabled("force"));
+    return mpi::agree_exit_code(status, Deadline(timeout_));
+  }
+
+  int run() {
+    step_platform();
+    if (!platform_) return worst_;
+    step_conformance();
+    step_bench();
+    step_report();
+    mpi::root_print("epsuite run: {} (exit {}); report {}\n", worst_ == 0 ? "PASS" : "FAIL", worst_,
+                    (out_ / "report.md").string());
+    return worst_;
+  }
+
+ private:
+  Status select() {
+    EPS_ASSIGN_OR_RETURN(std::vector<std::string> names, transport::select_transports(params_.string("transport")));
+    conformance::set_selected_transports(names, params_.string("transport") != "all");
+    conformance::set_fabric_selection({params_.string("fabric"), params_.string("signal"), params_.string("chaos"),
+                                       params_.enabled("allow-unsafe")},
+                                      params_.source("fabric") != ParamSource::kDefault);
+    EPS_RETURN_IF_ERROR(conformance::preflight_transports(timeout_));
+    EPS_ASSIGN_OR_RETURN(const mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(timeout_)));
+    nodes_ = nodes.nodes();
+    return resolve_preset_flags(params_, mpi::size(), nodes.ranks_per_node()).status();
+  }
+
+  StepLog log(const std::string& step) const { return StepLog(out_ / "logs" / (step + ".log"), params_.enabled("verbose")); }
+
+  void agree(const Status& status) { worst_ = std::max(worst_, mpi::agree_exit_code(status, Deadline(timeout_))); }
+
+  void step_platform() {
+    Result<Platform> platform = discover_platform(Deadline(timeout_));
+    if (!platform.ok()) mpi::fatal(platform.status());
+    platform->tags = tags_;
+    Status written;
+    {
+      StepLog step = log("platform");
+      mpi::root_print("# epsuite {} (git {}) run\n{}", kSuiteVersion, kGitSha, params_.header_block());
+      if (mpi::is_root()) {
+        const Json info{{"suite_version", kSuiteVersion},
+                        {"git_sha", kGitSha},
+                        {"platform", platform_to_json(*platform)},
+                        {"config", params_.to_json()}};
+        written = write_json_file_atomic((out_ / "info.json").string(), info);
+      }
+    }
+    agree(written);
+    std::vector<std::string> hosts;
+    for (const RankPlatform& r : platform->ranks) {
+      if (std::find(hosts.begin(), hosts.end(), r.host) == hosts.end()) hosts.push_back(r.host);
+    }
+    mpi::root_print("[1/4] platform: {} ranks on {} node(s) ({}), {}, fingerprint {} -> {}\n", mpi::size(), nodes_,
+                    fmt::join(hosts, ", "), platform->node.cpu_model, platform_fingerprint(*platform).substr(0, 8),
+                    (out_ / "info.json").string());
+    platform_ = std::move(platform).value();
+  }
+
+  void step_conformance() {
+    mpitest::set_strict(params_.enabled("strict"));
+    mpitest::set_timeout_seconds(timeout_);
+    int failed = 0;
+    {
+      StepLog step = log("conformance");
+      mpi::root_print("{}", conformance::capability_table());
+      failed = mpitest::run_tests({"--gtest_output=xml:" + (out_ / "conformance.xml").string(), "--gtest_color=no"});
+    }
+    agree(failed == 0 ? Status() : Status(StatusCode::kCheckFailed, "conformance: some tests failed"));
+    const mpitest::TestCounts counts = mpitest::last_test_counts();
+    mpi::root_print("[2/4] conformance: {} passed, {} failed, {} unavailable here -> {}\n", counts.passed,
+                    counts.failed, counts.skipped, (out_ / "conformance.xml").string());
+    for (const std::string& test : counts.failed_tests) {
+      mpi::root_print("  problem: {} failed (details in {})\n", test, (out_ / "logs" / "conformance.log").string());
+    }
+  }
+
+  void step_bench() {
+    for (const char* op : kOps) {
+      for (const char* mode : kModes) {
+        const std::string file = (out_ / fmt::format("bench-{}-{}.json", op, mode)).string();
+        Result<std::unique_ptr<Params>> params = bench_params(params_, mode, file);
+        agree(params.status());
+        if (!params.ok()) continue;
+        bench::BenchOutcome outcome;
+        {
+          StepLog step = log("bench");
+          outcome = bench::run_bench(**params, {op, argv_, platform_to_json(*platform_)});
+        }
+        worst_ = std::max(worst_, outcome.exit_code);
+        if (fs::exists(file)) bench_files_.push_back(file);
+        mpi::root_print("[3/4] bench {} -> {}\n", bench_summary(op, mode, outcome), file);
+        for (const std::string& problem : outcome.unavailable) mpi::root_print("  problem: {}\n", problem);
+      }
+    }
+  }
+
+  void step_report() {
+    Status status;
+    {
+      StepLog step = log("report");
+      if (mpi::is_root()) {
+        status = bench_files_.empty() ? Status() : plot_results(bench_files_, (out_ / "plots").string());
+        const Status report = write_run_report(out_.string());
+        if (status.ok()) status = report;
+      }
+    }
+    agree(status);
+    mpi::root_print("[4/4] report: plots in {}, report {}\n", (out_ / "plots").string(), (out_ / "report.md").string());
+  }
+
+  const Params& params_;
+  const std::vector<std::string>& argv_;
+  std::map<std::string, std::string> tags_;
+  double timeout_;
+  fs::path out_;
+  int nodes_ = 1;
+  int worst_ = 0;
+  std::optional<Platform> platform_;
+  std::vector<std::string> bench_files_;
+};
+
+}  // namespace
+
+RunCommand::RunCommand() : params_(std::make_unique<Params>(run_param_specs())) {}
+
+void RunCommand::bind(CLI::App& app) {
+  params_->bind(app);
+  app.add_option("--tag", tags_,
+                 "User tag key=value stored under platform.tags of the results (repeatable; not part of the "
+                 "fingerprint)");
+  app.footer(
+      "Runs platform discovery, the conformance suite, a checked bench sweep (dispatch, combine, roundtrip; HT and "
+      "LL) of every selected transport, plots and report.md into --out, printing one line per step; the details go "
+      "to --out/logs/ (--verbose prints them too). Exit codes (docs/errors.md 10): the largest of the steps' codes.");
+}
+
+int RunCommand::run(const std::vector<std::string>& argv) {
+  CommandStart start = start_command(*params_, tags_);
+  const double timeout = start.timeout_seconds;
+  int code = mpi::agree_exit_code(start.status, Deadline(timeout));
+  if (code != 0) return mpi::finalize(code, Deadline(timeout));
+  RunJob job(*params_, argv, start.tags, timeout);
+  code = job.prepare();
+  if (code != 0) return mpi::finalize(code, Deadline(timeout));
+  code = job.run();
+  return mpi::finalize(code, Deadline(timeout));
+}
+
+}  // namespace eps

@@ -1,0 +1,257 @@
+#include "harness/results/compare.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace eps {
+namespace {
+
+// counts[u] = number of orderings of m values of one sample and n of the other with U = u.
+std::vector<double> u_distribution(std::size_t m, std::size_t n) {
+  // table[i][j] holds the distribution for (i, j); built row by row over i with j growing.
+  std::vector<std::vector<std::vector<double>>> table(m + 1, std::vector<std::vector<double>>(n + 1));
+  for (std::size_t i = 0; i <= m; ++i) {
+    for (std::size_t j = 0; j <= n; ++j) {
+      std::vector<double>& counts = table[i][j];
+      counts.assign(i * j + 1, 0.0);
+      if (i == 0 || j == 0) {
+        counts[0] = 1;
+        continue;
+      }
+      // The largest pooled value is from the first sample (it beats all j others) or from the second.
+      for (std::size_t u = 0; u < table[i - 1][j].size(); ++u) counts[u + j] += table[i - 1][j][u];
+      for (std::size_t u = 0; u < table[i][j - 1].size(); ++u) counts[u] += table[i][j - 1][u];
+    }
+  }
+  return table[m][n];
+}
+
+bool pooled_has_ties(std::span<const double> a, std::span<const double> b) {
+  std::vector<double> pooled(a.begin(), a.end());
+  pooled.insert(pooled.end(), b.begin(), b.end());
+  std::sort(pooled.begin(), pooled.end());
+  return std::adjacent_find(pooled.begin(), pooled.end()) != pooled.end();
+}
+
+double exact_p(std::size_t m, std::size_t n, double u) {
+  const std::vector<double> counts = u_distribution(m, n);
+  double total = 0, at_most = 0, at_least = 0;
+  const auto whole_u = static_cast<std::size_t>(u);  // no ties: U is an integer
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    total += counts[k];
+    if (k <= whole_u) at_most += counts[k];
+    if (k >= whole_u) at_least += counts[k];
+  }
+  return std::min(1.0, 2.0 * std::min(at_most, at_least) / total);
+}
+
+double normal_p(std::span<const double> a, std::span<const double> b, double u) {
+  const double m = static_cast<double>(a.size()), n = static_cast<double>(b.size());
+  const double big_n = m + n;
+  std::vector<double> pooled(a.begin(), a.end());
+  pooled.insert(pooled.end(), b.begin(), b.end());
+  std::sort(pooled.begin(), pooled.end());
+  double tie_sum = 0;
+  for (std::size_t i = 0; i < pooled.size();) {
+    std::size_t j = i;
+    while (j < pooled.size() && pooled[j] == pooled[i]) ++j;
+    const double t = static_cast<double>(j - i);
+    tie_sum += t * t * t - t;
+    i = j;
+  }
+  const double variance = m * n / 12.0 * ((big_n + 1) - tie_sum / (big_n * (big_n - 1)));
+  if (!(variance > 0)) return 1.0;
+  const double z = std::max(0.0, std::abs(u - m * n / 2.0) - 0.5) / std::sqrt(variance);
+  return std::min(1.0, std::erfc(z / std::sqrt(2.0)));
+}
+
+}  // namespace
+
+Result<MannWhitney> mann_whitney_u(std::span<const double> first, std::span<const double> second) {
+  if (first.empty() || second.empty()) {
+    return invalid_argument("times_us",
+                            "Mann-Whitney U needs at least one repetition in each sample, got {} and {}",
+                            first.size(), second.size());
+  }
+  MannWhitney result;
+  for (double a : first) {
+    for (double b : second) result.u += a > b ? 1.0 : (a == b ? 0.5 : 0.0);
+  }
+  result.exact =
+      first.size() <= kExactLimit && second.size() <= kExactLimit && !pooled_has_ties(first, second);
+  result.p_value =
+      result.exact ? exact_p(first.size(), second.size(), result.u) : normal_p(first, second, result.u);
+  return result;
+}
+
+std::string case_key(const CaseResult& c) {
+  std::vector<std::pair<std::string, std::int64_t>> sizes = c.sizes;
+  std::sort(sizes.begin(), sizes.end());
+  std::string key = fmt::format("{}/{}/{}/{}", c.op, c.transport, c.mode, c.dtype);
+  for (const auto& [name, value] : sizes) key += fmt::format(" {}={}", name, value);
+  for (const auto& [name, value] : c.identity) key += fmt::format(" {}={}", name, value);  // sorted: a map
+  return key;
+}
+
+Result<double> parse_fraction(std::string_view text, std::string_view field) {
+  const bool percent = !text.empty() && text.back() == '%';
+  const std::string_view digits = percent ? text.substr(0, text.size() - 1) : text;
+  double value = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || !std::isfinite(value)) {
+    return invalid_argument(field, "expected a number or a percentage such as 10%, got '{}'", text);
+  }
+  return percent ? value / 100.0 : value;
+}
+
+std::size_t Comparison::count(Verdict verdict) const {
+  return static_cast<std::size_t>(std::count_if(
+      cases.begin(), cases.end(), [&](const CaseComparison& c) { return c.verdict == verdict; }));
+}
+
+int Comparison::exit_code() const {
+  return count(Verdict::kRegression) > 0 || !failed_checks.empty() ? 1 : 0;
+}
+
+namespace {
+
+Result<std::string> fingerprint_of(const ResultsDocument& doc, const std::string& which) {
+  const Json& platform = doc.header.platform;
+  if (!platform.contains("fingerprint") || !platform.at("fingerprint").is_string()) {
+    return invalid_argument(which + ": platform.fingerprint", "required string is missing");
+  }
+  return platform.at("fingerprint").get<std::string>();
+}
+
+Result<std::map<std::string, const CaseRecord*>> index_cases(const ResultsDocument& doc,
+                                                             const std::string& which) {
+  if (doc.cases.empty())
+    return invalid_argument(which + ": results", "empty results list, nothing to compare");
+  std::map<std::string, const CaseRecord*> index;
+  for (std::size_t i = 0; i < doc.cases.size(); ++i) {
+    const CaseResult& c = doc.cases[i].result;
+    if (c.times_us.empty()) {
+      return invalid_argument(fmt::format("{}: results[{}].times_us", which, i),
+                              "needs at least one repetition");
+    }
+    if (!index.emplace(case_key(c), &doc.cases[i]).second) {
+      return invalid_argument(fmt::format("{}: results[{}]", which, i), "duplicate case {}", case_key(c));
+    }
+  }
+  return index;
+}
+
+Result<CaseComparison> compare_case(const std::string& key, const CaseResult& base, const CaseResult& next,
+                                    const CompareOptions& options) {
+  CaseComparison out;
+  out.key = key;
+  EPS_ASSIGN_OR_RETURN(SummaryStats base_stats, summarize(base.times_us));
+  EPS_ASSIGN_OR_RETURN(SummaryStats new_stats, summarize(next.times_us));
+  out.base_median = base_stats.p50;
+  out.new_median = new_stats.p50;
+  if (out.base_median > 0) {
+    out.ratio = out.new_median / out.base_median;
+  } else {
+    out.ratio = out.new_median > 0 ? INFINITY : 1.0;
+  }
+  EPS_ASSIGN_OR_RETURN(out.test, mann_whitney_u(base.times_us, next.times_us));
+  const bool significant = out.test.p_value < options.alpha;
+  if (significant && out.ratio > 1.0 + options.threshold) out.verdict = Verdict::kRegression;
+  if (significant && out.ratio < 1.0 - options.threshold) out.verdict = Verdict::kImprovement;
+  return out;
+}
+
+}  // namespace
+
+Result<Comparison> compare_results(const ResultsDocument& base, const ResultsDocument& next,
+                                   const CompareOptions& options) {
+  if (!(options.threshold >= 0 && options.threshold <= 10)) {
+    return invalid_argument("--threshold", "must be in [0%, 1000%], got {}%", options.threshold * 100);
+  }
+  if (!(options.alpha > 0 && options.alpha <= 1)) {
+    return invalid_argument("--alpha", "must be in (0, 1], got {}", options.alpha);
+  }
+  Comparison out;
+  EPS_ASSIGN_OR_RETURN(out.base_fingerprint, fingerprint_of(base, "BASE"));
+  EPS_ASSIGN_OR_RETURN(out.new_fingerprint, fingerprint_of(next, "NEW"));
+  if (out.base_fingerprint != out.new_fingerprint && !options.force) {
+    return invalid_argument("fingerprint",
+                            "fingerprints differ: BASE {} vs NEW {}; the platforms are not the same "
+                            "(docs/results.md 9.2); use --force to compare anyway",
+                            out.base_fingerprint, out.new_fingerprint);
+  }
+  EPS_ASSIGN_OR_RETURN(auto base_index, index_cases(base, "BASE"));
+  EPS_ASSIGN_OR_RETURN(auto new_index, index_cases(next, "NEW"));
+  for (const CaseRecord& record : next.cases) {
+    const std::string key = case_key(record.result);
+    if (record.result.check && !record.result.check->passed) out.failed_checks.push_back(key);
+    const auto match = base_index.find(key);
+    if (match == base_index.end()) {
+      out.only_in_new.push_back(key);
+      continue;
+    }
+    EPS_ASSIGN_OR_RETURN(CaseComparison c, compare_case(key, match->second->result, record.result, options));
+    out.cases.push_back(std::move(c));
+  }
+  for (const CaseRecord& record : base.cases) {
+    const std::string key = case_key(record.result);
+    if (!new_index.contains(key)) out.only_in_base.push_back(key);
+  }
+  return out;
+}
+
+namespace {
+
+std::string case_rows(const Comparison& comparison, Verdict verdict) {
+  std::string out;
+  for (const CaseComparison& c : comparison.cases) {
+    if (c.verdict != verdict) continue;
+    out += fmt::format("  {:>12.2f} {:>12.2f} {:>8.3f} {:>10.3g} {:>6}  {}\n", c.base_median, c.new_median,
+                       c.ratio, c.test.p_value, c.test.exact ? "exact" : "normal", c.key);
+  }
+  return out;
+}
+
+std::string section(const Comparison& comparison, Verdict verdict, std::string_view title) {
+  const std::size_t n = comparison.count(verdict);
+  if (n == 0) return fmt::format("{}: none\n", title);
+  return fmt::format("{} ({}):\n  {:>12} {:>12} {:>8} {:>10} {:>6}  {}\n{}", title, n, "base p50 us",
+                     "new p50 us", "ratio", "p-value", "test", "case", case_rows(comparison, verdict));
+}
+
+std::string key_list(std::string_view title, const std::vector<std::string>& keys) {
+  if (keys.empty()) return "";
+  std::string out = fmt::format("{} ({}):\n", title, keys.size());
+  for (const std::string& key : keys) out += "  " + key + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::string comparison_report(const Comparison& comparison, const CompareOptions& options) {
+  std::string out = fmt::format("# epsuite compare: threshold {:g}%, alpha {:g}, two-sided Mann-Whitney U\n",
+                                options.threshold * 100, options.alpha);
+  if (comparison.base_fingerprint == comparison.new_fingerprint) {
+    out += fmt::format("# fingerprint {}\n", comparison.base_fingerprint);
+  } else {
+    out += fmt::format("# fingerprints differ (--force): BASE {} NEW {}\n", comparison.base_fingerprint,
+                       comparison.new_fingerprint);
+  }
+  out += section(comparison, Verdict::kRegression, "regressions");
+  out += section(comparison, Verdict::kImprovement, "improvements");
+  out += fmt::format("unchanged: {} of {} matched cases\n", comparison.count(Verdict::kUnchanged),
+                     comparison.cases.size());
+  out += key_list("only in BASE", comparison.only_in_base);
+  out += key_list("only in NEW", comparison.only_in_new);
+  out += key_list("failed checks in NEW", comparison.failed_checks);
+  out += fmt::format("verdict: {} ({} regression(s), {} failed check(s))\n",
+                     comparison.exit_code() == 0 ? "PASS" : "FAIL", comparison.count(Verdict::kRegression),
+                     comparison.failed_checks.size());
+  return out;
+}
+
+}  // namespace eps

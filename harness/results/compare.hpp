@@ -1,0 +1,88 @@
+// The regression gate of docs/results.md 9.2: two results documents (docs/results.md 9.1) compared case by case.
+//
+// Cases are matched by `case_key`, the whole case identity of docs/results.md 9.3: op, transport, mode,
+// dtype, every size (sorted by name), then every identity entry (sorted by name), e.g.
+// "dispatch/direct/ll/bf16 hidden=256 tokens=128 chaos=off fabric=shm seed=1 signal=fabric-order ...". Cases
+// whose identities differ in anything (direct over shm versus direct over libfabric:shm) are never compared. A case's median is the nearest-rank p50 of its
+// repetition times (the `stats.p50` of results.hpp). ratio = new median / base median ("worse" = a
+// larger time). A case
+//   regresses  when ratio > 1 + threshold and the two-sided Mann–Whitney U p-value < alpha;
+//   improves   when ratio < 1 - threshold and p < alpha;
+//   is unchanged otherwise.
+// `exit_code` is 1 when any case regresses or any case of NEW has check.passed == false, else 0. Cases
+// present in only one document are listed and do not fail the gate.
+//
+// Mann–Whitney U (two-sided): U = #{(a, b): a > b} + 0.5 #{(a, b): a == b} over BASE x NEW. When both
+// samples have at most kExactLimit values and the pooled sample has no ties, p is exact: the null
+// distribution of U is counted with the recurrence N(m, n, u) = N(m-1, n, u-n) + N(m, n-1, u) over the
+// C(m+n, m) equally likely orderings, and p = min(1, 2 min(P(U <= u), P(U >= u))). Otherwise the normal
+// approximation with tie correction, sigma^2 = m n / 12 ((N + 1) - sum(t^3 - t) / (N (N - 1))), and
+// continuity correction, z = (|U - m n / 2| - 0.5) / sigma, p = erfc(z / sqrt 2) (p = 1 when sigma = 0).
+//
+// Errors (kInvalidArgument, exit 2): documents with different platform fingerprints unless `force`
+// ("fingerprints differ: ... use --force"), an empty results list, a duplicate case key, a case with no
+// repetitions, a threshold outside [0, 10] or alpha outside (0, 1].
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "perf/results/results.hpp"
+#include "reference/common/status.hpp"
+
+namespace eps {
+
+inline constexpr std::size_t kExactLimit = 20;
+
+struct MannWhitney {
+  double u = 0;        // U of the first sample
+  double p_value = 1;  // two-sided
+  bool exact = false;  // exact distribution (true) or normal approximation
+};
+
+Result<MannWhitney> mann_whitney_u(std::span<const double> first, std::span<const double> second);
+
+std::string case_key(const CaseResult& c);
+
+// "10%" -> 0.10, "0.1" -> 0.1; kInvalidArgument naming `field` otherwise.
+Result<double> parse_fraction(std::string_view text, std::string_view field);
+
+struct CompareOptions {
+  double threshold = 0.10;
+  double alpha = 0.05;
+  bool force = false;  // compare even when the fingerprints differ
+};
+
+enum class Verdict { kUnchanged, kImprovement, kRegression };
+
+struct CaseComparison {
+  std::string key;
+  double base_median = 0;
+  double new_median = 0;
+  double ratio = 1;
+  MannWhitney test;
+  Verdict verdict = Verdict::kUnchanged;
+};
+
+struct Comparison {
+  std::string base_fingerprint;
+  std::string new_fingerprint;
+  std::vector<CaseComparison> cases;  // in the order of NEW
+  std::vector<std::string> only_in_base;
+  std::vector<std::string> only_in_new;
+  std::vector<std::string> failed_checks;  // keys of NEW cases with check.passed == false
+  std::size_t count(Verdict verdict) const;
+  int exit_code() const;
+};
+
+Result<Comparison> compare_results(const ResultsDocument& base, const ResultsDocument& next,
+                                   const CompareOptions& options);
+
+// The report printed by `epsuite compare`: the regressions, the improvements, the unchanged count, the
+// unmatched cases, failed checks and a one-line verdict.
+std::string comparison_report(const Comparison& comparison, const CompareOptions& options);
+
+}  // namespace eps

@@ -1,0 +1,266 @@
+// The regression gate (docs/results.md 9.2): Mann-Whitney U against hand-computed values and a brute-force
+// permutation oracle, case keys, and compare_results' verdicts and refusals.
+#include "harness/results/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace eps {
+namespace {
+
+TEST(MannWhitney, FullySeparatedNineVersusNineIsExact) {
+  // Every base time is below every new time: U = 0, the single most extreme of C(18, 9) = 48620
+  // equally likely orderings on each side, so two-sided p = 2 / 48620.
+  const std::vector<double> base = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<double> next = {10, 11, 12, 13, 14, 15, 16, 17, 18};
+  Result<MannWhitney> mw = mann_whitney_u(base, next);
+  ASSERT_TRUE(mw.ok());
+  EXPECT_TRUE(mw->exact);
+  EXPECT_EQ(mw->u, 0);
+  EXPECT_DOUBLE_EQ(mw->p_value, 2.0 / 48620.0);
+  Result<MannWhitney> reversed = mann_whitney_u(next, base);
+  ASSERT_TRUE(reversed.ok());
+  EXPECT_EQ(reversed->u, 81);  // m n - U = 9 * 9 - 0
+  EXPECT_DOUBLE_EQ(reversed->p_value, 2.0 / 48620.0);
+}
+
+TEST(MannWhitney, ThreeVersusThreeByHand) {
+  // a = {1, 2, 4}, b = {3, 5, 6}: only 4 > 3, so U = 1. Of the C(6, 3) = 20 orderings, U = 0 has one
+  // ({1,2,3} low) and U = 1 has one, so P(U <= 1) = 2/20 and the two-sided p = 0.2.
+  Result<MannWhitney> mw = mann_whitney_u(std::vector<double>{1, 2, 4}, std::vector<double>{3, 5, 6});
+  ASSERT_TRUE(mw.ok());
+  EXPECT_TRUE(mw->exact);
+  EXPECT_EQ(mw->u, 1);
+  EXPECT_DOUBLE_EQ(mw->p_value, 0.2);
+}
+
+// Oracle: enumerate every split of the pooled values into groups of sizes m and n.
+double brute_force_p(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> pooled = a;
+  pooled.insert(pooled.end(), b.begin(), b.end());
+  auto u_of = [](const std::vector<double>& x, const std::vector<double>& y) {
+    double u = 0;
+    for (double p : x)
+      for (double q : y) u += p > q ? 1 : (p == q ? 0.5 : 0);
+    return u;
+  };
+  const double observed = u_of(a, b);
+  std::vector<bool> pick(pooled.size(), false);
+  std::fill(pick.begin(), pick.begin() + static_cast<std::ptrdiff_t>(a.size()), true);
+  double total = 0, low = 0, high = 0;
+  do {
+    std::vector<double> x, y;
+    for (std::size_t i = 0; i < pooled.size(); ++i) (pick[i] ? x : y).push_back(pooled[i]);
+    const double u = u_of(x, y);
+    total += 1;
+    low += u <= observed;
+    high += u >= observed;
+  } while (std::prev_permutation(pick.begin(), pick.end()));
+  return std::min(1.0, 2 * std::min(low, high) / total);
+}
+
+TEST(MannWhitney, ExactMatchesPermutationOracle) {
+  const std::vector<std::pair<std::vector<double>, std::vector<double>>> cases = {
+      {{1.5, 7, 3, 9.25, 4}, {2, 8, 6, 5}},
+      {{10, 20, 30, 40, 50, 60}, {15, 25, 35}},
+      {{5}, {1, 2, 3, 4, 6, 7}},
+      {{3, 1, 4}, {15, 9, 2, 6, 5, 35, 8}},
+  };
+  for (const auto& [a, b] : cases) {
+    Result<MannWhitney> mw = mann_whitney_u(a, b);
+    ASSERT_TRUE(mw.ok());
+    EXPECT_TRUE(mw->exact);
+    EXPECT_NEAR(mw->p_value, brute_force_p(a, b), 1e-12);
+  }
+}
+
+TEST(MannWhitney, NormalApproximationWithTiesByHand) {
+  // a = {1, 1, 2}, b = {2, 3, 3}: ties, so the normal approximation. U = 0.5 (2 vs 2 is a tie), mean
+  // m n / 2 = 4.5; ties of sizes 2, 2, 2 give sum(t^3 - t) = 18, so sigma^2 = 9/12 (7 - 18/30) = 4.8;
+  // z = (4 - 0.5) / sqrt(4.8) = 1.5975241; p = erfc(z / sqrt 2) = 0.11014892 (Python math.erfc).
+  Result<MannWhitney> mw = mann_whitney_u(std::vector<double>{1, 1, 2}, std::vector<double>{2, 3, 3});
+  ASSERT_TRUE(mw.ok());
+  EXPECT_FALSE(mw->exact);
+  EXPECT_EQ(mw->u, 0.5);
+  EXPECT_NEAR(mw->p_value, 0.11014892418594698, 1e-12);
+}
+
+TEST(MannWhitney, NormalApproximationAboveTheExactLimit) {
+  // 21 vs 21 fully separated: U = 0, mean 220.5, sigma^2 = 21 * 21 / 12 * 43 = 1580.25, sigma = 39.752358;
+  // z = 220 / sigma = 5.5342628; p = erfc(z / sqrt 2) = 3.1253999984e-08 (Python math.erfc).
+  std::vector<double> low, high;
+  for (int i = 0; i < 21; ++i) {
+    low.push_back(i);
+    high.push_back(100 + i);
+  }
+  Result<MannWhitney> mw = mann_whitney_u(low, high);
+  ASSERT_TRUE(mw.ok());
+  EXPECT_FALSE(mw->exact);
+  EXPECT_NEAR(mw->p_value / 3.125399998400882e-08, 1.0, 1e-9);
+}
+
+TEST(MannWhitney, AllTiedAndEmpty) {
+  Result<MannWhitney> mw = mann_whitney_u(std::vector<double>{2, 2, 2}, std::vector<double>{2, 2});
+  ASSERT_TRUE(mw.ok());
+  EXPECT_EQ(mw->u, 3);  // 6 ties * 0.5
+  EXPECT_EQ(mw->p_value, 1.0);
+  EXPECT_EQ(mann_whitney_u(std::vector<double>{}, std::vector<double>{1}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+CaseResult make_case(std::string op, std::vector<double> times, std::int64_t tokens = 128) {
+  CaseResult c;
+  c.op = std::move(op);
+  c.transport = "mpi";
+  c.mode = "ht-rank-major";
+  c.dtype = "bf16";
+  c.sizes = {{"tokens", tokens}, {"hidden", 256}};
+  c.times_us = std::move(times);
+  c.check = CheckOutcome{};
+  return c;
+}
+
+TEST(CaseKey, NamesEveryIdentityFieldWithSortedSizes) {
+  CaseResult c = make_case("dispatch", {1});
+  EXPECT_EQ(case_key(c), "dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=128");
+  CaseResult swapped = c;
+  std::reverse(swapped.sizes.begin(), swapped.sizes.end());
+  EXPECT_EQ(case_key(swapped), case_key(c));
+  swapped.dtype = "fp8";
+  EXPECT_NE(case_key(swapped), case_key(c));
+}
+
+TEST(ParseFraction, PercentAndPlain) {
+  EXPECT_DOUBLE_EQ(*parse_fraction("10%", "--threshold"), 0.10);
+  EXPECT_DOUBLE_EQ(*parse_fraction("2.5%", "--threshold"), 0.025);
+  EXPECT_DOUBLE_EQ(*parse_fraction("0.05", "--alpha"), 0.05);
+  EXPECT_EQ(parse_fraction("ten", "--threshold").status().message(),
+            "--threshold: expected a number or a percentage such as 10%, got 'ten'");
+  EXPECT_FALSE(parse_fraction("10%%", "--threshold").ok());
+  EXPECT_FALSE(parse_fraction("", "--alpha").ok());
+}
+
+const std::vector<double> kTimes = {100, 102, 98, 101, 99, 103, 97, 100.5, 99.5};
+
+std::vector<double> scaled(double factor) {
+  std::vector<double> out;
+  for (double t : kTimes) out.push_back(t * factor);
+  return out;
+}
+
+ResultsDocument document(std::vector<CaseResult> cases, std::string fingerprint = "00000000000000aa") {
+  ResultsDocument doc;
+  doc.schema_version = 1;
+  doc.header.platform = Json{{"fingerprint", fingerprint}};
+  for (CaseResult& c : cases) doc.cases.push_back(CaseRecord{std::move(c), SummaryStats{}});
+  return doc;
+}
+
+TEST(CompareResults, IdenticalDocumentsPass) {
+  const ResultsDocument doc = document({make_case("dispatch", kTimes), make_case("combine", kTimes)});
+  Result<Comparison> c = compare_results(doc, doc, {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->cases.size(), 2u);
+  EXPECT_EQ(c->count(Verdict::kUnchanged), 2u);
+  EXPECT_EQ(c->cases[0].ratio, 1.0);
+  EXPECT_EQ(c->exit_code(), 0);
+}
+
+TEST(CompareResults, OnePointFiveTimesSlowerRegresses) {
+  Result<Comparison> c = compare_results(document({make_case("dispatch", kTimes)}),
+                                         document({make_case("dispatch", scaled(1.5))}), {});
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(c->cases.size(), 1u);
+  EXPECT_EQ(c->cases[0].verdict, Verdict::kRegression);
+  EXPECT_EQ(c->cases[0].base_median, 100);  // 5th smallest of 9
+  EXPECT_EQ(c->cases[0].new_median, 150);
+  EXPECT_DOUBLE_EQ(c->cases[0].ratio, 1.5);
+  EXPECT_DOUBLE_EQ(c->cases[0].test.p_value, 2.0 / 48620.0);  // fully separated, 9 vs 9
+  EXPECT_EQ(c->exit_code(), 1);
+  EXPECT_NE(comparison_report(*c, {}).find("regressions (1):"), std::string::npos);
+}
+
+TEST(CompareResults, FivePercentSlowerIsBelowTheThreshold) {
+  Result<Comparison> c = compare_results(document({make_case("dispatch", kTimes)}),
+                                         document({make_case("dispatch", scaled(1.05))}), {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->cases[0].verdict, Verdict::kUnchanged);
+  EXPECT_EQ(c->exit_code(), 0);
+  // The same slowdown does regress under a 3% threshold: 105 / 100 > 1.03 and the samples separate enough.
+  Result<Comparison> strict =
+      compare_results(document({make_case("dispatch", kTimes)}),
+                      document({make_case("dispatch", scaled(1.05))}), {0.03, 0.05, false});
+  ASSERT_TRUE(strict.ok());
+  EXPECT_LT(strict->cases[0].test.p_value, 0.05);
+  EXPECT_EQ(strict->cases[0].verdict, Verdict::kRegression);
+}
+
+TEST(CompareResults, LargeButInsignificantSlowdownIsNotARegression) {
+  // Medians 100 vs 150 but only one repetition each: the smallest exact p is 2/2 = 1.
+  Result<Comparison> c =
+      compare_results(document({make_case("dispatch", {100})}), document({make_case("dispatch", {150})}), {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->cases[0].test.p_value, 1.0);
+  EXPECT_EQ(c->cases[0].verdict, Verdict::kUnchanged);
+}
+
+TEST(CompareResults, FasterIsAnImprovementAndPasses) {
+  Result<Comparison> c = compare_results(document({make_case("dispatch", kTimes)}),
+                                         document({make_case("dispatch", scaled(0.5))}), {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->cases[0].verdict, Verdict::kImprovement);
+  EXPECT_EQ(c->exit_code(), 0);
+}
+
+TEST(CompareResults, FingerprintsMustMatchUnlessForced) {
+  const ResultsDocument base = document({make_case("dispatch", kTimes)}, "00000000000000aa");
+  const ResultsDocument next = document({make_case("dispatch", kTimes)}, "00000000000000bb");
+  Result<Comparison> refused = compare_results(base, next, {});
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(
+      refused.status().message().find("fingerprints differ: BASE 00000000000000aa vs NEW 00000000000000bb"),
+      std::string::npos);
+  EXPECT_NE(refused.status().message().find("use --force"), std::string::npos);
+  Result<Comparison> forced = compare_results(base, next, {0.10, 0.05, true});
+  ASSERT_TRUE(forced.ok());
+  EXPECT_EQ(forced->exit_code(), 0);
+}
+
+TEST(CompareResults, FailedCheckInNewFails) {
+  CaseResult failed = make_case("dispatch", kTimes);
+  failed.check = CheckOutcome{false, 3, "token 0"};
+  Result<Comparison> c = compare_results(document({make_case("dispatch", kTimes)}), document({failed}), {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->failed_checks,
+            std::vector<std::string>{"dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=128"});
+  EXPECT_EQ(c->exit_code(), 1);
+}
+
+TEST(CompareResults, UnmatchedCasesAreListedNotFailed) {
+  Result<Comparison> c =
+      compare_results(document({make_case("dispatch", kTimes), make_case("combine", kTimes)}),
+                      document({make_case("dispatch", kTimes, 256)}), {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->cases.empty());
+  EXPECT_EQ(c->only_in_base.size(), 2u);
+  EXPECT_EQ(c->only_in_new,
+            std::vector<std::string>{"dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=256"});
+  EXPECT_EQ(c->exit_code(), 0);
+}
+
+TEST(CompareResults, RefusesEmptyDuplicateAndBadOptions) {
+  const ResultsDocument doc = document({make_case("dispatch", kTimes)});
+  EXPECT_EQ(compare_results(document({}), doc, {}).status().message(),
+            "BASE: results: empty results list, nothing to compare");
+  EXPECT_EQ(compare_results(doc, document({make_case("dispatch", kTimes), make_case("dispatch", kTimes)}), {})
+                .status()
+                .message(),
+            "NEW: results[1]: duplicate case dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=128");
+  EXPECT_FALSE(compare_results(doc, doc, {-0.1, 0.05, false}).ok());
+  EXPECT_FALSE(compare_results(doc, doc, {0.1, 0.0, false}).ok());
+}
+
+}  // namespace
+}  // namespace eps

@@ -1,0 +1,128 @@
+// One bench harness, one small file per operation (the nccl-tests model): `epsuite bench OP` runs the
+// driver (perf/bench/driver.hpp) over the table of one BenchOp.
+//
+// An op file (perf/bench/op_<name>.cpp) defines `void eps_register_bench_op_<name>(BenchOpRegistry&)` that
+// adds one BenchOp, and perf/bench/CMakeLists.txt lists it in eps_generate_registry: adding an op is that
+// file plus one word in CMake. The op supplies what differs between operations; the driver owns what they
+// share: options, warm-up and timed loops, the barrier before every timed iteration, the maximum over ranks,
+// statistics, -c checking of every iteration, the table, the results JSON and the exit code.
+//
+// Shapes of the pieces:
+//   BenchOp       name, summary, the op's own flags, and `plan`: validate the resolved flags and name the
+//                 series to measure (each a transport, a fabric, ...), each made lazily and collectively.
+//   BenchSeries   one series: its '#' header (configuration and column titles) and its points (a token count,
+//                 a message size, ...), each made collectively.
+//   BenchPoint    one point: one or more Measurements, and how their results become a table row and cases of
+//                 the results document.
+//   Measurement   one timed thing, iteration by iteration:
+//                   prepare(i, checking)  untimed: iteration i's inputs (with -c every iteration its own
+//                                         payload) and, with -c, outputs poisoned (NaN) so stale ones show
+//                   sync()                untimed: the barrier before a timed iteration (MPI by default)
+//                   run(i)                this rank's time of the measured work in µs
+//                   check(i)              untimed, with -c: mismatching elements of iteration i's outputs
+//                   settle()              after the last iteration, before times are exchanged
+// Iterations are numbered 0 .. warmup + iters - 1: warm-ups first, then the timed ones; with -c every one of
+// them is checked. An iteration's time is the maximum over ranks (docs/architecture.md rule 7).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "impls/runtime/deadline.hpp"
+#include "impls/runtime/json_io.hpp"
+#include "impls/runtime/params.hpp"
+#include "perf/results/results.hpp"
+#include "reference/common/status.hpp"
+
+namespace eps::bench {
+
+// Mismatching elements of one checked iteration; `first` describes the first one ("" when none).
+struct Mismatches {
+  std::int64_t count = 0;
+  std::string first;
+};
+
+class Measurement {
+ public:
+  virtual ~Measurement() = default;
+  virtual Status prepare(int iteration, bool checking) = 0;
+  virtual Status sync(const Deadline& deadline);
+  virtual Result<double> run(int iteration) = 0;
+  virtual Result<Mismatches> check(int iteration) = 0;
+  virtual Status settle() { return Status(); }
+};
+
+// What the driver measured for one Measurement: per-iteration times of the timed iterations (each the
+// maximum over ranks), the slowest rank (largest median), and the -c outcome summed over ranks and
+// iterations (nullopt without -c).
+struct Measured {
+  std::vector<double> times_us;
+  int slowest_rank = 0;
+  std::optional<CheckOutcome> check;
+};
+
+class BenchPoint {
+ public:
+  virtual ~BenchPoint() = default;
+  virtual std::vector<Measurement*> measurements() = 0;
+  // The table row of the point (one line, newline included), from one Measured per measurement.
+  virtual std::string row(std::span<const Measured> measured) const = 0;
+  // The results cases of the point (docs/results.md 9.1).
+  virtual std::vector<CaseResult> cases(std::span<const Measured> measured) const = 0;
+};
+
+class BenchSeries {
+ public:
+  virtual ~BenchSeries() = default;
+  // '#' lines: what is measured and how, then "#" and the column titles.
+  virtual std::string header() const = 0;
+  virtual int num_points() const = 0;
+  // Collective: sets up point `index` (buffers, inputs, a first untimed exchange where the op needs one).
+  virtual Result<std::unique_ptr<BenchPoint>> make_point(int index) = 0;
+};
+
+// A series the driver will make: its name and a collective factory. A factory that returns kUnavailable
+// (the transport's fabric is absent here) is reported and skipped; the other series still run.
+struct SeriesPlan {
+  std::string name;
+  std::function<Result<std::unique_ptr<BenchSeries>>()> make;
+  bool named = false;  // the user asked for it by name: under --strict its unavailability fails the run
+};
+
+// What the driver gives an op.
+struct BenchContext {
+  const Params& params;  // the driver's flags and the op's own, resolved
+  std::string op;
+  std::string params_block;  // '#' lines of the flags this op reads (Params::header_block)
+};
+
+struct BenchOp {
+  std::string_view name;
+  std::string_view summary;
+  // The op's own flags (the driver's are common to all). `epsuite bench` accepts every op's flags; one that
+  // the chosen op does not read is refused when given on the command line (exit 2).
+  std::vector<ParamSpec> (*params)() = nullptr;
+  // Validates the flags (kInvalidArgument naming the flag) and returns the series and the op's part of the
+  // results document's `config`.
+  Result<std::vector<SeriesPlan>> (*plan)(const BenchContext& context, Json& config) = nullptr;
+};
+
+class BenchOpRegistry {
+ public:
+  void add(BenchOp op);  // a second op of one name is a programming error (std::logic_error)
+  const BenchOp* find(std::string_view name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<BenchOp> ops_;
+};
+
+// Every op of this build, in registration order.
+const BenchOpRegistry& bench_ops();
+
+}  // namespace eps::bench

@@ -1,0 +1,59 @@
+// The bench driver: `epsuite bench OP` over the BenchOp table of perf/bench/bench_op.hpp.
+//
+// For every series of the op (a transport, a fabric, ...) and every point of it, for every measurement of
+// the point: -w warm-up and -n timed iterations, identical on every rank, each prepared untimed, preceded by
+// the measurement's barrier, timed by the measurement (MPI_Wtime), and with -c checked bit-exactly (every
+// iteration its own payload, outputs poisoned before it). An iteration's time is the maximum over ranks;
+// the slowest rank is the one with the largest median (lowest rank on ties). Rank 0 prints the series
+// header and one row per point to stdout; --json FILE gets the results document (docs/results.md
+// 9.1), rewritten atomically after every point.
+//
+// Outcomes (docs/errors.md 10.1): bad flags exit 2 before anything runs or is written; a series whose
+// factory returns kUnavailable is reported once and skipped while the others run (exit 3 at the end only
+// under --strict when the user named it); a -c mismatch makes the exit code 1; a failure while measuring
+// (a timeout, a peer failure) ends the job with exit 3.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "impls/runtime/deadline.hpp"
+#include "impls/runtime/json_io.hpp"
+#include "impls/runtime/params.hpp"
+#include "perf/bench/bench_op.hpp"
+#include "perf/results/results.hpp"
+
+namespace eps::bench {
+
+// The driver's own flags, common to every op: -n/--iters, -w/--warmup, -c/--check, --seed, --json,
+// --timeout, --strict.
+std::vector<ParamSpec> driver_param_specs();
+// Every flag `epsuite bench` accepts: the driver's and every registered op's (each name once).
+std::vector<ParamSpec> bench_param_specs();
+
+struct BenchRequest {
+  std::string op;
+  std::vector<std::string> argv;   // stored in the results document
+  Json platform = Json::object();  // docs/results.md 9.1 platform block
+};
+
+struct BenchOutcome {
+  int exit_code = 0;
+  std::vector<CaseResult> cases;             // every measured case (rank 0 and the others alike)
+  std::vector<std::string> unavailable;      // "name: reason" of every skipped series
+};
+
+// Measures `request.op` with `params` (bench_param_specs(), resolved). Collective; MPI must be initialized
+// and stays so. The exit code is agreed over ranks.
+BenchOutcome run_bench(const Params& params, const BenchRequest& request);
+
+// The timing rule of every op: every rank's per-iteration times (the same count on every rank) are gathered;
+// times_us[i] = the maximum over ranks of iteration i; slowest_rank = the rank with the largest median
+// (nearest rank), the lowest such rank on ties. Collective over MPI_COMM_WORLD.
+Result<Measured> max_over_ranks(const std::vector<double>& local, const Deadline& deadline);
+
+// The -c rule of every op: every rank's mismatch count (and, when it has any, the text of its first one)
+// gathered; the outcome sums the counts and keeps the lowest failing rank's text. Collective.
+Result<CheckOutcome> agree_check_outcome(const Mismatches& local, const Deadline& deadline);
+
+}  // namespace eps::bench

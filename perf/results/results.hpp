@@ -1,0 +1,133 @@
+// Results documents (docs/results.md 9.1), schema results/schema/results-v1.schema.json.
+//
+// One JSON document per run:
+//   schema_version (1), suite_version, git_sha (at configure time; "unknown" outside git), start_time
+//   (UTC, RFC 3339 "2025-01-02T03:04:05Z"), argv, platform (harness/platform.hpp), config (the effective
+//   parameters), results[] with one object per case:
+//   op, transport, mode, dtype, sizes {name: integer}, identity {name: text} (the rest of the case identity,
+//   docs/results.md 9.3; absent in files of older builds, read as empty), times_us [per repetition; each the
+//   max over ranks],
+//   stats {min, p50, p90, p99, max, mean, stdev} (µs), bytes {algo, physical} of the slowest rank,
+//   bandwidth_gbps {algo, physical} = bytes / p50 time, slowest_rank, and check: null when results were
+//   not checked, else {passed, mismatches, first_mismatch (null or text)}.
+//
+// Statistics (`summarize`): percentiles are nearest-rank: pX is the ceil(X/100 * n)-th smallest sample
+// (1-based; p0 would be the minimum); mean is the arithmetic mean; stdev is the sample standard deviation
+// (n - 1 in the denominator; 0 for one sample). Empty input or a non-finite sample is kInvalidArgument.
+//
+// `ResultsWriter` keeps the document in memory and rewrites the whole file atomically (temp + rename)
+// when it starts and after every case, so a run that crashes keeps the cases finished so far. Only one
+// process (rank 0) may write a given path.
+//
+// `read_results_file` accepts a document of this or an older schema version and ignores unknown keys;
+// it rejects, with kInvalidArgument (exit 2) naming the file and field, an unreadable or truncated file,
+// a JSON value that is not a results document (no schema_version: foreign), and a schema_version newer
+// than kResultsSchemaVersion.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "impls/runtime/json_io.hpp"
+#include "reference/common/status.hpp"
+
+namespace eps {
+
+inline constexpr int kResultsSchemaVersion = 1;
+
+struct SummaryStats {
+  double min = 0;
+  double p50 = 0;
+  double p90 = 0;
+  double p99 = 0;
+  double max = 0;
+  double mean = 0;
+  double stdev = 0;
+  friend bool operator==(const SummaryStats&, const SummaryStats&) = default;
+};
+
+// The nearest-rank percentile `p` in (0, 100] of ascending `sorted` (non-empty).
+double nearest_rank_percentile(std::span<const double> sorted, double p);
+Result<SummaryStats> summarize(std::span<const double> samples);
+
+// Gigabytes (1e9 B) per second for `bytes` moved in `time_us` microseconds; 0 when time_us <= 0.
+double bandwidth_gbps(double bytes, double time_us);
+
+struct CheckOutcome {
+  bool passed = true;
+  std::int64_t mismatches = 0;
+  std::optional<std::string> first_mismatch;
+  friend bool operator==(const CheckOutcome&, const CheckOutcome&) = default;
+};
+
+struct CaseResult {
+  std::string op;                                           // "dispatch", "combine", "roundtrip", ...
+  std::string transport;                                    // registry name, e.g. "mpi"
+  std::string mode;                                         // e.g. "ht-rank-major", "ll"
+  std::string dtype;                                        // "bf16", "fp8"
+  std::vector<std::pair<std::string, std::int64_t>> sizes;  // e.g. {"tokens", 128}, {"hidden", 256}
+  // The rest of the case identity (docs/results.md 9.3): fabric, signal, chaos, device, workload, seed,
+  // preset, ... as text. Two cases are the same case only when op, transport, mode, dtype, sizes and every
+  // identity entry match.
+  std::map<std::string, std::string> identity;
+  // Op-specific fields, written into the case object as they are (e.g. "phases_us" of a layer step); never
+  // one of the keys above.
+  Json extra = Json::object();
+  std::vector<double> times_us;                             // per repetition, max over ranks
+  double algo_bytes = 0;                                    // docs/dispatch.md 5.6, of the slowest rank
+  double physical_bytes = 0;
+  int slowest_rank = 0;
+  std::optional<CheckOutcome> check;  // nullopt: not checked
+};
+
+// A case as read back, with the statistics stored in the file.
+struct CaseRecord {
+  CaseResult result;
+  SummaryStats stats;
+};
+
+struct RunHeader {
+  std::string suite_version;
+  std::string git_sha;
+  std::string start_time;
+  std::vector<std::string> argv;
+  Json platform = Json::object();
+  Json config = Json::object();
+};
+
+// "YYYY-MM-DDTHH:MM:SSZ" in UTC.
+std::string utc_timestamp(std::chrono::system_clock::time_point time);
+// suite_version and git_sha of this build, start_time now.
+RunHeader make_run_header(std::vector<std::string> argv, Json platform, Json config);
+
+Result<Json> case_to_json(const CaseResult& result);
+
+class ResultsWriter {
+ public:
+  ResultsWriter(std::string path, RunHeader header);
+  // Writes the document with an empty results[].
+  Status start();
+  // Appends the case and rewrites the file.
+  Status add_case(const CaseResult& result);
+  const Json& document() const { return document_; }
+
+ private:
+  std::string path_;
+  Json document_;
+};
+
+struct ResultsDocument {
+  int schema_version = 0;
+  RunHeader header;
+  std::vector<CaseRecord> cases;
+};
+
+Result<ResultsDocument> parse_results(const Json& document, const std::string& path);
+Result<ResultsDocument> read_results_file(const std::string& path);
+
+}  // namespace eps

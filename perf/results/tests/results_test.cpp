@@ -1,0 +1,218 @@
+// Results documents (docs/results.md 9.1): statistics against hand-computed values, atomic rewriting after every
+// case, the reader's refusals (exit 2), and validation of a produced document against the JSON schema.
+#include "perf/results/results.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace eps {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Summarize, OneToTenShuffled) {
+  const std::vector<double> samples = {7, 3, 10, 1, 9, 2, 8, 4, 6, 5};
+  Result<SummaryStats> s = summarize(samples);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->min, 1);
+  EXPECT_EQ(s->max, 10);
+  EXPECT_EQ(s->p50, 5);   // ceil(0.50 * 10) = 5th smallest
+  EXPECT_EQ(s->p90, 9);   // ceil(0.90 * 10) = 9th
+  EXPECT_EQ(s->p99, 10);  // ceil(0.99 * 10) = ceil(9.9) = 10th
+  EXPECT_EQ(s->mean, 5.5);
+  // Sum of squared deviations: 2 * (4.5^2 + 3.5^2 + 2.5^2 + 1.5^2 + 0.5^2) = 2 * 41.25 = 82.5; / (n-1) = 9.
+  EXPECT_DOUBLE_EQ(s->stdev, std::sqrt(82.5 / 9.0));
+}
+
+TEST(Summarize, FourSamples) {
+  Result<SummaryStats> s = summarize(std::vector<double>{4, 1, 3, 2});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->p50, 2);  // ceil(2.0) = 2nd
+  EXPECT_EQ(s->p90, 4);  // ceil(3.6) = 4th
+  EXPECT_EQ(s->p99, 4);
+  EXPECT_EQ(s->mean, 2.5);
+  EXPECT_DOUBLE_EQ(s->stdev, std::sqrt(5.0 / 3.0));  // 2.25 + 0.25 + 0.25 + 2.25 = 5
+}
+
+TEST(Summarize, TwoHundredSamplesAndOneSample) {
+  std::vector<double> v;
+  for (int i = 200; i >= 1; --i) v.push_back(i);
+  Result<SummaryStats> s = summarize(v);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->p50, 100);  // ceil(100) = 100th
+  EXPECT_EQ(s->p90, 180);
+  EXPECT_EQ(s->p99, 198);
+  Result<SummaryStats> one = summarize(std::vector<double>{3.25});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(*one, (SummaryStats{3.25, 3.25, 3.25, 3.25, 3.25, 3.25, 0.0}));
+}
+
+TEST(Summarize, RejectsEmptyAndNonFinite) {
+  EXPECT_EQ(summarize(std::vector<double>{}).status().message(),
+            "times_us: needs at least one repetition, got none");
+  EXPECT_EQ(summarize(std::vector<double>{1.0, NAN}).status().message(),
+            "times_us[1]: must be a finite time, got nan");
+}
+
+TEST(Results, BandwidthAndTimestamp) {
+  EXPECT_DOUBLE_EQ(bandwidth_gbps(1e6, 100), 10.0);  // 1e6 B / 100e-6 s = 1e10 B/s
+  EXPECT_EQ(bandwidth_gbps(1e6, 0), 0.0);
+  // 1700000000 s after the epoch = 2023-11-14 22:13:20 UTC.
+  EXPECT_EQ(utc_timestamp(std::chrono::system_clock::from_time_t(1700000000)), "2023-11-14T22:13:20Z");
+}
+
+class ResultsFile : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("eps_results_test_" + std::to_string(::getpid()) + "_" +
+                                        testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void write(const std::string& name, const std::string& text) const { std::ofstream(path(name)) << text; }
+
+  static RunHeader header() {
+    RunHeader h = make_run_header(
+        {"epsuite", "bench", "dispatch", "--preset", "smoke"},
+        Json{{"hostnames", {"node-a"}},
+             {"ranks", {{{"rank", 0}, {"host", "node-a"}, {"device", "cpu"}, {"nic", "none"}}}},
+             {"provider", "mpi"},
+             {"libraries", {{"mpi", "Open MPI v4.1.4"}}},
+             {"fingerprint", "0123456789abcdef"}},
+        Json{{"preset", "smoke"}, {"tokens", {64, 128}}});
+    return h;
+  }
+  static CaseResult checked_case() {
+    return {"dispatch",
+            "mpi",
+            "ht-rank-major",
+            "fp8",
+            {{"tokens", 64}, {"hidden", 256}},
+            {{"fabric", "none"}, {"seed", "1"}},
+            {},
+            {12.0, 10.0, 11.0},
+            65536,
+            49152,
+            2,
+            CheckOutcome{false, 3, "rank 1 token 5 column 7: expected 0x3f80, got 0x0000"}};
+  }
+  static CaseResult unchecked_case() {
+    return {"combine", "mpi", "ht-rank", "bf16", {{"tokens", 128}}, {}, {}, {20.0}, 131072, 0, 0, std::nullopt};
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ResultsFile, WriterRewritesAfterEveryCaseAndReadsBack) {
+  ResultsWriter writer(path("out.json"), header());
+  ASSERT_TRUE(writer.start().ok());
+  Result<ResultsDocument> empty = read_results_file(path("out.json"));
+  ASSERT_TRUE(empty.ok()) << empty.status().message();
+  EXPECT_TRUE(empty->cases.empty());
+
+  ASSERT_TRUE(writer.add_case(checked_case()).ok());
+  // A run that dies now keeps the finished case on disk.
+  Result<ResultsDocument> one = read_results_file(path("out.json"));
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  ASSERT_EQ(one->cases.size(), 1u);
+
+  ASSERT_TRUE(writer.add_case(unchecked_case()).ok());
+  Result<ResultsDocument> doc = read_results_file(path("out.json"));
+  ASSERT_TRUE(doc.ok()) << doc.status().message();
+  EXPECT_EQ(doc->schema_version, 1);
+  EXPECT_EQ(doc->header.argv, header().argv);
+  EXPECT_EQ(doc->header.config, header().config);
+  EXPECT_EQ(doc->header.git_sha, header().git_sha);
+  ASSERT_EQ(doc->cases.size(), 2u);
+  const CaseResult& c = doc->cases[0].result;
+  EXPECT_EQ(c.op, "dispatch");
+  EXPECT_EQ(c.times_us, (std::vector<double>{12.0, 10.0, 11.0}));
+  EXPECT_EQ(c.check, checked_case().check);
+  EXPECT_EQ(c.slowest_rank, 2);
+  EXPECT_EQ(c.algo_bytes, 65536);
+  // Stats of {10, 11, 12}: p50 = 2nd = 11, p90 = p99 = 3rd = 12, mean 11, stdev sqrt((1 + 0 + 1) / 2) = 1.
+  EXPECT_EQ(doc->cases[0].stats, (SummaryStats{10, 11, 12, 12, 12, 11, 1}));
+  EXPECT_FALSE(doc->cases[1].result.check.has_value());
+  // bandwidth = bytes / p50: 65536 B / 11 us.
+  EXPECT_DOUBLE_EQ(writer.document()["results"][0]["bandwidth_gbps"]["algo"].get<double>(), 65536 / 11e3);
+  // Only the document is left in the directory: the temp file was renamed.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+TEST_F(ResultsFile, ReaderRejectsTruncatedForeignAndFutureFiles) {
+  ResultsWriter writer(path("full.json"), header());
+  ASSERT_TRUE(writer.add_case(checked_case()).ok());
+  const std::string text = writer.document().dump();
+
+  write("truncated.json", text.substr(0, text.size() / 2));
+  Result<ResultsDocument> truncated = read_results_file(path("truncated.json"));
+  EXPECT_EQ(truncated.status().exit_code(), 2);
+  EXPECT_NE(truncated.status().message().find(path("truncated.json") + ": not valid JSON"),
+            std::string::npos);
+
+  write("foreign.json", R"({"benchmarks": []})");
+  EXPECT_EQ(read_results_file(path("foreign.json")).status().message(),
+            path("foreign.json") + ": not an epsuite results document (no schema_version)");
+
+  Json future = writer.document();
+  future["schema_version"] = 2;
+  write("future.json", future.dump());
+  Result<ResultsDocument> f = read_results_file(path("future.json"));
+  EXPECT_EQ(f.status().exit_code(), 2);
+  EXPECT_EQ(
+      f.status().message(),
+      path("future.json") + ": schema_version 2 is newer than this epsuite reads (<= 1); upgrade epsuite");
+
+  Json missing = writer.document();
+  missing["results"][0]["stats"].erase("p90");
+  EXPECT_EQ(parse_results(missing, "x.json").status().message(),
+            "results[0].stats.p90: required number in [-1e+300, 1e+300] is missing");
+
+  EXPECT_EQ(read_results_file(path("absent.json")).status().exit_code(), 2);
+}
+
+TEST_F(ResultsFile, ReaderIgnoresUnknownKeys) {
+  ResultsWriter writer(path("out.json"), header());
+  ASSERT_TRUE(writer.add_case(checked_case()).ok());
+  Json extended = writer.document();
+  extended["future_field"] = {{"x", 1}};
+  extended["results"][0]["energy_joules"] = 3.5;
+  Result<ResultsDocument> doc = parse_results(extended, "x.json");
+  ASSERT_TRUE(doc.ok()) << doc.status().message();
+  EXPECT_EQ(doc->cases.size(), 1u);
+}
+
+int validate(const std::string& document) {
+  const std::string command =
+      std::string(EPS_PYTHON3) + " " + EPS_RESULTS_VALIDATOR + " " + EPS_RESULTS_SCHEMA + " " + document;
+  const int rc = std::system(command.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+TEST_F(ResultsFile, ProducedDocumentIsValidAgainstTheSchema) {
+  ResultsWriter writer(path("valid.json"), header());
+  ASSERT_TRUE(writer.add_case(checked_case()).ok());
+  ASSERT_TRUE(writer.add_case(unchecked_case()).ok());
+  EXPECT_EQ(validate(path("valid.json")), 0) << "needs python3-jsonschema (ci/setup)";
+
+  // The validator can fail: a document missing a statistic and with a negative mismatch count.
+  Json broken = writer.document();
+  broken["results"][0]["stats"].erase("p99");
+  broken["results"][0]["check"]["mismatches"] = -1;
+  write("broken.json", broken.dump());
+  EXPECT_EQ(validate(path("broken.json")), 1);
+  Json future = writer.document();
+  future["schema_version"] = 2;
+  write("future.json", future.dump());
+  EXPECT_EQ(validate(path("future.json")), 1);
+}
+
+}  // namespace
+}  // namespace eps
