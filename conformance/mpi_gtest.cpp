@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/version.hpp"
+#include "impls/fabric/fabric_registry.hpp"
 #include "impls/transport/registry.hpp"
 
 namespace eps::conformance {
@@ -202,6 +203,7 @@ void SuiteCommand::bind(CLI::App& app) {
 }
 
 int SuiteCommand::run(CLI::App& app) {
+  fabric::load_fabric_libraries();  // before MPI_Init: fabric_registry.hpp says why
   const Status initialized = mpi::init(nullptr, nullptr);
   if (!initialized.ok()) mpi::fatal(initialized);
   Status status = params_->resolve();

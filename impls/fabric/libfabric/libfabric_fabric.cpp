@@ -424,5 +424,5 @@ void eps_register_fabric_libfabric(eps::fabric::FabricRegistry& registry) {
   registry.add(eps::fabric::FabricEntry{
       "libfabric", eps::fabric::ofi::libfabric_variants(),
       "libfabric FI_EP_RDM RMA writes: shm, tcp (tcp;ofi_rxm on 127.0.0.1), efa, verbs (verbs;ofi_rxm)",
-      &eps::fabric::make_libfabric_fabric});
+      &eps::fabric::make_libfabric_fabric, [] { return eps::fabric::ofi::fi_api().status(); }});
 }

@@ -613,5 +613,6 @@ void eps_register_fabric_verbs(eps::fabric::FabricRegistry& registry) {
       [](const eps::fabric::FabricConfig& config) {
         return eps::fabric::verbs::make_verbs_fabric(config,
                                                      config.variant == "efa" ? Variant::kEfa : Variant::kRc);
-      }});
+      },
+      [] { return eps::fabric::verbs::verbs_api().status(); }});
 }
