@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "impls/fabric/fabric_registry.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/testing/mpi_gtest.hpp"
 #include "reference/common/version.hpp"
@@ -133,6 +134,7 @@ void SuiteCommand::bind(CLI::App& app) {
 }
 
 int SuiteCommand::run(CLI::App& app) {
+  fabric::load_fabric_libraries();  // before MPI_Init: fabric_registry.hpp says why
   const Status initialized = mpi::init(nullptr, nullptr);
   if (!initialized.ok()) mpi::fatal(initialized);
   Status status = params_->resolve();

@@ -1,12 +1,14 @@
 #include "harness/cli/command_start.hpp"
 
 #include "harness/platform/platform.hpp"
+#include "impls/fabric/fabric_registry.hpp"
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 
 namespace eps {
 
 CommandStart start_command(Params& params, const std::vector<std::string>& tag_values) {
+  fabric::load_fabric_libraries();  // before MPI_Init: fabric_registry.hpp says why
   const Status initialized = mpi::init(nullptr, nullptr);
   if (!initialized.ok()) mpi::fatal(initialized);
   CommandStart start;

@@ -1,4 +1,5 @@
-// The start shared by every MPI subcommand (info, bench, run): initialize MPI, resolve the parameters
+// The start shared by every MPI subcommand (info, bench, run): load the fabric libraries and initialize MPI
+// (in that order: impls/fabric/fabric_registry.hpp load_fabric_libraries says why), resolve the parameters
 // (flag > EPSUITE_* twin > default) and the --tag values. A bad flag or tag is returned, not thrown, so
 // that the caller can add its own checks and then agree on one exit code over ranks (docs/errors.md 10).
 #pragma once

@@ -19,10 +19,10 @@
 #include <hwloc.h>
 #endif
 #if defined(EPS_HAVE_VERBS)
-#include <infiniband/verbs.h>
+#include "impls/fabric/verbs/verbs_api.hpp"
 #endif
 #if defined(EPS_HAVE_LIBFABRIC)
-#include <rdma/fabric.h>
+#include "impls/fabric/libfabric/fi_api.hpp"
 #endif
 
 namespace eps {
@@ -131,9 +131,15 @@ std::vector<std::string> order_flags(std::uint64_t order) {
 }
 
 void probe_libfabric(NodePlatform& node) {
-  const std::uint32_t version = fi_version();
+  const Result<const fabric::ofi::FiApi*> loaded = fabric::ofi::fi_api();
+  if (!loaded.ok()) {
+    node.fabric_note = loaded.status().message();
+    return;
+  }
+  const fabric::ofi::FiApi& fi = **loaded;
+  const std::uint32_t version = fi.version();
   node.libraries["libfabric"] = fmt::format("{}.{}", FI_MAJOR(version), FI_MINOR(version));
-  fi_info* hints = fi_allocinfo();
+  fi_info* hints = fi.allocinfo();
   if (!hints) {
     node.fabric_note = "fi_allocinfo failed: out of memory";
     return;
@@ -144,10 +150,10 @@ void probe_libfabric(NodePlatform& node) {
   hints->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
   fi_info* info = nullptr;
   const int rc =
-      fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0, hints, &info);
-  fi_freeinfo(hints);
+      fi.getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0, hints, &info);
+  fi.freeinfo(hints);
   if (rc != 0) {
-    node.fabric_note = fmt::format("fi_getinfo: {}", fi_strerror(-rc));
+    node.fabric_note = fmt::format("fi_getinfo: {}", fi.strerror(-rc));
     return;
   }
   std::map<std::pair<std::string, std::string>, FabricProvider> merged;
@@ -166,7 +172,7 @@ void probe_libfabric(NodePlatform& node) {
     }
     if (i->tx_attr) p.msg_order = order_flags(i->tx_attr->msg_order);
   }
-  fi_freeinfo(info);
+  fi.freeinfo(info);
   for (auto& [key, provider] : merged) {
     std::sort(provider.domains.begin(), provider.domains.end());
     node.fabric_providers.push_back(std::move(provider));
@@ -262,15 +268,21 @@ std::string probe_cpu_model() {
 std::vector<std::string> probe_verbs_devices(std::string& note) {
   std::vector<std::string> names;
 #if defined(EPS_HAVE_VERBS)
+  const Result<const fabric::verbs::VerbsApi*> loaded = fabric::verbs::verbs_api();
+  if (!loaded.ok()) {
+    note = loaded.status().message();
+    return names;
+  }
+  const fabric::verbs::VerbsApi& ibv = **loaded;
   int count = 0;
-  ibv_device** list = ibv_get_device_list(&count);
+  ibv_device** list = ibv.get_device_list(&count);
   if (!list) {
     // ENOSYS: the kernel has no RDMA subsystem, i.e. no device either.
     note = fmt::format("no RDMA devices: ibv_get_device_list: {}", std::strerror(errno));
     return names;
   }
-  for (int i = 0; i < count; ++i) names.push_back(ibv_get_device_name(list[i]));
-  ibv_free_device_list(list);
+  for (int i = 0; i < count; ++i) names.push_back(ibv.get_device_name(list[i]));
+  ibv.free_device_list(list);
   std::sort(names.begin(), names.end());
   note = names.empty() ? "no RDMA devices: ibv_get_device_list returned none" : "";
 #else

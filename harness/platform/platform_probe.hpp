@@ -10,6 +10,8 @@
 // - Verbs devices: ibv_get_device_list when built with ibverbs (EPS_HAVE_VERBS).
 // - libfabric providers: fi_getinfo with no node, no service and no flags (a local query: nothing is
 //   resolved or sent), one entry per provider and endpoint type, when built with libfabric.
+//   libibverbs and libfabric are loaded at run time too (verbs_api.hpp, fi_api.hpp); where one cannot be
+//   loaded, its list is empty with the loader's message as the note.
 // - Library versions: fmt, nlohmann_json, hwloc_api (hwloc_get_api_version), libfabric (fi_version), and
 //   the CUDA/HIP runtime when loaded.
 // Every probe that finds nothing says why in its `*_note`; no probe fails the run.

@@ -65,6 +65,12 @@ const FabricRegistry& fabric_registry() {
   return registry;
 }
 
+void load_fabric_libraries() {
+  for (const FabricEntry& entry : fabric_registry().entries()) {
+    if (entry.load_libraries) (void)entry.load_libraries();
+  }
+}
+
 Result<std::unique_ptr<Fabric>> make_fabric(std::string_view name, MPI_Comm comm, double timeout_seconds,
                                             std::string_view chaos) {
   const FabricRegistry& registry = fabric_registry();

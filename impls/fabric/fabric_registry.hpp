@@ -43,6 +43,8 @@ struct FabricEntry {
   // Variants that never keep put order, whatever the provider reports (EFA SRD): fabric-order signalling
   // on them is refused before anything is created (fabric_selection.hpp).
   std::vector<std::string> unordered_variants = {};
+  // Loads the libraries the backend opens at run time (libfabric, libibverbs); empty when it has none.
+  std::function<Status()> load_libraries = {};
 };
 
 class FabricRegistry {
@@ -62,6 +64,14 @@ class FabricRegistry {
 };
 
 const FabricRegistry& fabric_registry();
+
+// Runs every backend's load_libraries, ignoring failures (making the fabric reports them). MPI commands
+// call it before MPI_Init: Open MPI's MPI_Init opens its psm/psm2 components, which load
+// libpsm_infinipath (its constructor sleeps ~200 ms) and unload it again when not selected, so loading
+// libfabric after MPI_Init (a libfabric fabric, the platform probe) would run that constructor a second
+// time. Loaded first, libfabric keeps libpsm_infinipath resident and the process pays it once, as when
+// epsuite linked libfabric. Commands without MPI never call this and load no fabric library.
+void load_fabric_libraries();
 
 // Creates fabric `name`, wrapped in the chaos decorator when `chaos` is not empty (its --chaos spec,
 // impls/fabric/chaos/chaos_fabric.hpp). Collective over comm.

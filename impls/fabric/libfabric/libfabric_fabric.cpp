@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "impls/fabric/fabric_base.hpp"
+#include "impls/fabric/libfabric/fi_api.hpp"
 #include "impls/fabric/libfabric/fi_status.hpp"
 #include "impls/fabric/libfabric/provider.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
@@ -113,6 +114,7 @@ class LibfabricFabric final : public FabricBase {
 
   std::string name_;
   ofi::ProviderSpec spec_;
+  const ofi::FiApi* fi_ = nullptr;  // libfabric, loaded by open_local
   ofi::InfoPtr info_;
   bool ordered_ = false;
   FabricLimits limits_;
@@ -161,13 +163,15 @@ Status LibfabricFabric::check_one_host() {
 
 Status LibfabricFabric::open_local() {
   EPS_ASSIGN_OR_RETURN(ofi::SelectedProvider selected, ofi::select_provider(spec_));
+  // select_provider succeeded, so libfabric is loaded.
+  EPS_ASSIGN_OR_RETURN(fi_, ofi::fi_api());
   info_ = std::move(selected.info);
   limits_.max_put_bytes =
       static_cast<std::size_t>(std::min<std::uint64_t>(kMaxPutBytes, info_->ep_attr->max_msg_size));
   limits_.max_outstanding_puts =
       static_cast<int>(std::clamp<std::size_t>(info_->tx_attr->size, 1, kMaxOutstanding));
   ordered_ = selected.asked_ordered && ofi::waw_ordered(*info_, limits_.max_put_bytes);
-  describe_ = ofi::describe_provider(*info_, ordered_, limits_.max_put_bytes);
+  describe_ = ofi::describe_provider(*fi_, *info_, ordered_, limits_.max_put_bytes);
   EPS_RETURN_IF_ERROR(open_objects());
   EPS_ASSIGN_OR_RETURN(address_, endpoint_name());
   if (spec_.loopback_only && !ofi::is_loopback(address_.data(), address_.size(), info_->addr_format)) {
@@ -187,7 +191,7 @@ Status LibfabricFabric::open_local() {
 }
 
 Status LibfabricFabric::open_objects() {
-  EPS_FI_CHECK(fi_fabric(info_->fabric_attr, &fabric_, nullptr));
+  EPS_FI_CHECK(fi_->fabric(info_->fabric_attr, &fabric_, nullptr));
   EPS_FI_CHECK(fi_domain(fabric_, info_.get(), &domain_, nullptr));
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_DATA;
@@ -382,7 +386,7 @@ Status LibfabricFabric::read_error() {
   if (slot != nullptr)
     what = slot->receive ? "a posted receive" : fmt::format("the put with context {}", slot->context);
   if (slot != nullptr && !slot->receive) release(slot);
-  return environment(fmt::format("completion error on {}: {} (provider: {})", what, fi_strerror(error.err),
+  return environment(fmt::format("completion error on {}: {} (provider: {})", what, fi_->strerror(error.err),
                                  detail != nullptr ? detail : "no detail"));
 }
 
@@ -416,5 +420,6 @@ void eps_register_fabric_libfabric(eps::fabric::FabricRegistry& registry) {
       "libfabric", eps::fabric::ofi::libfabric_variants(),
       "libfabric FI_EP_RDM RMA writes: shm, tcp (tcp;ofi_rxm on 127.0.0.1), efa, verbs (verbs;ofi_rxm)",
       &eps::fabric::make_libfabric_fabric,
-      {"efa"}});
+      {"efa"},
+      [] { return eps::fabric::ofi::fi_api().status(); }});
 }

@@ -20,6 +20,9 @@
 // Memory is page-aligned anonymous mappings (zero-filled), registered with FI_WRITE | FI_REMOTE_WRITE.
 // Destruction closes endpoint, memory registrations, address vector, completion queue, domain and fabric
 // in that order and unmaps the memory; nothing in it waits on a peer.
+//
+// libfabric is loaded when the first fabric is made (fi_api.hpp), not linked; where it cannot be,
+// construction fails with kEnvironment "libfabric:shm: libfabric.so.1 cannot be loaded: <dlerror>".
 #pragma once
 
 #include <memory>

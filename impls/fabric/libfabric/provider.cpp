@@ -23,12 +23,12 @@ struct Query {
   int rc = 0;
 };
 
-Query run_query(const ProviderSpec& spec, const HintOptions& options) {
-  InfoPtr hints = make_hints(spec, options);
+Query run_query(const FiApi& fi, const ProviderSpec& spec, const HintOptions& options) {
+  InfoPtr hints = make_hints(fi, spec, options);
   if (!hints) return {nullptr, -FI_ENOMEM};
   fi_info* info = nullptr;
   const char* node = spec.node.empty() ? nullptr : spec.node.c_str();
-  const int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, nullptr,
+  const int rc = fi.getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, nullptr,
                             node != nullptr ? FI_SOURCE : 0, hints.get(), &info);
   if (rc != 0) return {nullptr, rc};
   return {InfoPtr(info), 0};
@@ -60,6 +60,11 @@ Status check_info(const ProviderSpec& spec, const fi_info& info) {
 
 }  // namespace
 
+void InfoDeleter::operator()(fi_info* info) const {
+  const Result<const FiApi*> fi = fi_api();
+  if (fi.ok()) (*fi)->freeinfo(info);
+}
+
 const std::vector<std::string>& libfabric_variants() {
   static const std::vector<std::string> variants = {"shm", "tcp", "efa", "verbs"};
   return variants;
@@ -74,8 +79,8 @@ Result<ProviderSpec> provider_spec(std::string_view variant) {
                           fmt::join(libfabric_variants(), ", "), variant);
 }
 
-InfoPtr make_hints(const ProviderSpec& spec, const HintOptions& options) {
-  InfoPtr hints(fi_allocinfo());
+InfoPtr make_hints(const FiApi& fi, const ProviderSpec& spec, const HintOptions& options) {
+  InfoPtr hints(fi.allocinfo());
   if (!hints) return nullptr;
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
@@ -108,11 +113,16 @@ bool waw_ordered(const fi_info& info, std::size_t max_put_bytes) {
 }
 
 Result<SelectedProvider> select_provider(const ProviderSpec& spec) {
+  const Result<const FiApi*> loaded = fi_api();
+  if (!loaded.ok()) {
+    return Status(loaded.status().code(), fmt::format("{}: {}", label(spec), loaded.status().message()));
+  }
+  const FiApi& fi = **loaded;
   int first_rc = 0;
   for (const bool ordered : {true, false}) {
-    Query query = run_query(spec, HintOptions{ordered, true, false});
+    Query query = run_query(fi, spec, HintOptions{ordered, true, false});
     if (query.rc == 0 && (query.info->mode & FI_RX_CQ_DATA) != 0) {
-      query = run_query(spec, HintOptions{ordered, true, true});
+      query = run_query(fi, spec, HintOptions{ordered, true, true});
     }
     if (query.rc == 0) {
       EPS_RETURN_IF_ERROR(check_info(spec, *query.info));
@@ -120,7 +130,7 @@ Result<SelectedProvider> select_provider(const ProviderSpec& spec) {
     }
     if (first_rc == 0) first_rc = query.rc;
   }
-  if (run_query(spec, HintOptions{false, false, false}).rc == 0) {
+  if (run_query(fi, spec, HintOptions{false, false, false}).rc == 0) {
     return Status(
         StatusCode::kUnavailable,
         fmt::format("{}: provider {} offers no FI_DELIVERY_COMPLETE, so a put's local completion would "
@@ -128,7 +138,7 @@ Result<SelectedProvider> select_provider(const ProviderSpec& spec) {
                     label(spec), spec.prov_name));
   }
   return Status(StatusCode::kUnavailable, fmt::format("{}: provider {} not available here (fi_getinfo: {})",
-                                                      label(spec), spec.prov_name, fi_strerror(-first_rc)));
+                                                      label(spec), spec.prov_name, fi.strerror(-first_rc)));
 }
 
 bool is_loopback(const void* addr, std::size_t addrlen, std::uint32_t addr_format) {
@@ -145,8 +155,8 @@ bool is_loopback(const void* addr, std::size_t addrlen, std::uint32_t addr_forma
   return false;
 }
 
-std::string describe_provider(const fi_info& info, bool ordered, std::size_t max_put_bytes) {
-  const std::uint32_t version = fi_version();
+std::string describe_provider(const FiApi& fi, const fi_info& info, bool ordered, std::size_t max_put_bytes) {
+  const std::uint32_t version = fi.version();
   const std::uint32_t prov_version = info.fabric_attr->prov_version;
   const bool dc = (info.tx_attr->op_flags & FI_DELIVERY_COMPLETE) != 0;
   return fmt::format(

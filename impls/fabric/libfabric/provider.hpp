@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "impls/fabric/libfabric/fi_api.hpp"
 #include "reference/common/status.hpp"
 
 namespace eps::fabric::ofi {
@@ -46,8 +47,9 @@ const std::vector<std::string>& libfabric_variants();
 // kInvalidArgument "libfabric variant: must be one of shm, tcp, efa, verbs, got 'x'".
 Result<ProviderSpec> provider_spec(std::string_view variant);
 
+// fi_freeinfo through fi_api(): an fi_info exists only where libfabric was loaded to make it.
 struct InfoDeleter {
-  void operator()(fi_info* info) const { fi_freeinfo(info); }
+  void operator()(fi_info* info) const;
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
@@ -58,7 +60,7 @@ struct HintOptions {
 };
 
 // nullptr only when fi_allocinfo runs out of memory.
-InfoPtr make_hints(const ProviderSpec& spec, const HintOptions& options);
+InfoPtr make_hints(const FiApi& fi, const ProviderSpec& spec, const HintOptions& options);
 
 // The write-after-write ordering bits the fabric relies on for `ordered`.
 std::uint64_t waw_order_bits();
@@ -70,7 +72,8 @@ struct SelectedProvider {
   bool asked_ordered;  // the query asked for WAW ordering (the provider enables it only when asked)
 };
 
-// Runs the fi_getinfo queries described above (fi_getinfo is not collective).
+// Runs the fi_getinfo queries described above (fi_getinfo is not collective). Loads libfabric first:
+// kEnvironment "libfabric:shm: libfabric.so.1 cannot be loaded: <dlerror>" where it cannot.
 Result<SelectedProvider> select_provider(const ProviderSpec& spec);
 
 // True for an IPv4 127.0.0.0/8 or IPv6 ::1 socket address; false for anything else (other formats too).
@@ -78,6 +81,6 @@ bool is_loopback(const void* addr, std::size_t addrlen, std::uint32_t addr_forma
 
 // "libfabric 1.17 provider shm 117.0 (fabric shm, domain shm, ordered WAW, delivery-complete,
 // mr_mode 0x0, cq_data 8 B, max_msg 16777215 B, tx 1024)".
-std::string describe_provider(const fi_info& info, bool ordered, std::size_t max_put_bytes);
+std::string describe_provider(const FiApi& fi, const fi_info& info, bool ordered, std::size_t max_put_bytes);
 
 }  // namespace eps::fabric::ofi

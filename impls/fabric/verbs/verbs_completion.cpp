@@ -2,9 +2,19 @@
 
 #include <fmt/format.h>
 
+#include "impls/fabric/verbs/verbs_api.hpp"
 #include "impls/fabric/verbs/verbs_wire.hpp"
 
 namespace eps::fabric::verbs {
+namespace {
+
+// ibv_wc_status_str's text; a completion implies libibverbs is loaded, the number says enough otherwise.
+const char* status_text(ibv_wc_status status) {
+  const Result<const VerbsApi*> ibv = verbs_api();
+  return ibv.ok() ? (*ibv)->wc_status_str(status) : "unknown status";
+}
+
+}  // namespace
 
 std::uint64_t send_wr_id(std::uint32_t slot) { return slot; }
 std::uint64_t recv_wr_id(int qp_index) { return kRecvTag | static_cast<std::uint32_t>(qp_index); }
@@ -45,7 +55,7 @@ Result<WcEvent> classify(const ibv_wc& wc, const SendSlots& slots) {
   const bool recv = is_recv_wr_id(wc.wr_id);
   if (wc.status != IBV_WC_SUCCESS) {
     const std::string what =
-        fmt::format("{} (status {}, vendor error {:#x}, QP {:#x})", ibv_wc_status_str(wc.status),
+        fmt::format("{} (status {}, vendor error {:#x}, QP {:#x})", status_text(wc.status),
                     static_cast<int>(wc.status), wc.vendor_err, wc.qp_num);
     if (recv) {
       return Status(StatusCode::kEnvironment,

@@ -17,6 +17,7 @@
 #endif
 
 #include "impls/fabric/fabric_base.hpp"
+#include "impls/fabric/verbs/verbs_api.hpp"
 #include "impls/fabric/verbs/verbs_check.hpp"
 #include "impls/fabric/verbs/verbs_completion.hpp"
 #include "impls/fabric/verbs/verbs_setup.hpp"
@@ -72,7 +73,7 @@ class VerbsFabric final : public FabricBase {
       : FabricBase(comm, timeout_seconds), variant_(variant), slots_(0) {}
   ~VerbsFabric() override;
 
-  // Local setup: device, port, PD, CQ, QPs in INIT with receives posted. Not collective.
+  // Local setup: libraries, device, port, PD, CQ, QPs in INIT with receives posted. Not collective.
   Status open();
   // Collective: exchanges addresses and brings every QP to RTS.
   Status connect();
@@ -87,6 +88,8 @@ class VerbsFabric final : public FabricBase {
   FabricLimits backend_limits() const override { return limits_; }
 
  private:
+  Status load_libraries();
+  Status suitability(ibv_device* device, ibv_context* context) const;
   Status choose_port();
   Status open_queues();
   Status create_rc_qps();
@@ -102,6 +105,10 @@ class VerbsFabric final : public FabricBase {
   Status teardown();
 
   Variant variant_;
+  const VerbsApi* ibv_ = nullptr;  // libibverbs, loaded by open()
+#if EPS_HAVE_EFADV
+  const EfaApi* efadv_ = nullptr;  // libefa, loaded by open() for verbs:efa only
+#endif
   ibv_device** device_list_ = nullptr;
   ibv_context* context_ = nullptr;
   ibv_pd* pd_ = nullptr;
@@ -133,42 +140,53 @@ VerbsFabric::~VerbsFabric() {
 // Reverse order of creation; keeps going after a failure so that the rest is still released, and reports
 // the first failure.
 Status VerbsFabric::teardown() {
+  if (ibv_ == nullptr) return Status();  // libibverbs never loaded: nothing was created
   Status first;
   auto check = [&first](int rc, const char* call) {
     if (rc != 0 && first.ok()) first = verbs_error(call, verbs_errno(rc, errno), __FILE__, __LINE__);
   };
-  auto release = [&check](Memory& m) {
-    if (m.mr != nullptr) check(ibv_dereg_mr(m.mr), "ibv_dereg_mr");
+  auto release = [this, &check](Memory& m) {
+    if (m.mr != nullptr) check(ibv_->dereg_mr(m.mr), "ibv_dereg_mr");
     std::free(m.base);
     m = Memory{};
   };
   for (auto it = regions_.rbegin(); it != regions_.rend(); ++it) release(*it);
   regions_.clear();
-  for (auto it = ahs_.rbegin(); it != ahs_.rend(); ++it) check(ibv_destroy_ah(*it), "ibv_destroy_ah");
+  for (auto it = ahs_.rbegin(); it != ahs_.rend(); ++it) check(ibv_->destroy_ah(*it), "ibv_destroy_ah");
   ahs_.clear();
-  for (auto it = qps_.rbegin(); it != qps_.rend(); ++it) check(ibv_destroy_qp(*it), "ibv_destroy_qp");
+  for (auto it = qps_.rbegin(); it != qps_.rend(); ++it) check(ibv_->destroy_qp(*it), "ibv_destroy_qp");
   qps_.clear();
-  if (cq_ != nullptr) check(ibv_destroy_cq(cq_), "ibv_destroy_cq");
+  if (cq_ != nullptr) check(ibv_->destroy_cq(cq_), "ibv_destroy_cq");
   cq_ = nullptr;
   release(scratch_);
-  if (pd_ != nullptr) check(ibv_dealloc_pd(pd_), "ibv_dealloc_pd");
+  if (pd_ != nullptr) check(ibv_->dealloc_pd(pd_), "ibv_dealloc_pd");
   pd_ = nullptr;
-  if (context_ != nullptr) check(ibv_close_device(context_), "ibv_close_device");
+  if (context_ != nullptr) check(ibv_->close_device(context_), "ibv_close_device");
   context_ = nullptr;
-  if (device_list_ != nullptr) ibv_free_device_list(device_list_);
+  if (device_list_ != nullptr) ibv_->free_device_list(device_list_);
   device_list_ = nullptr;
   return first;
 }
 
+Status VerbsFabric::load_libraries() {
+  EPS_ASSIGN_OR_RETURN(ibv_, verbs_api());
+#if EPS_HAVE_EFADV
+  if (variant_ == Variant::kEfa) {
+    EPS_ASSIGN_OR_RETURN(efadv_, efa_api());
+  }
+#endif
+  return Status();
+}
+
 // Why a device can or cannot serve this variant.
-Status device_suitability(Variant variant, ibv_device* device, ibv_context* context) {
-  if (variant == Variant::kRc) {
+Status VerbsFabric::suitability(ibv_device* device, ibv_context* context) const {
+  if (variant_ == Variant::kRc) {
     if (device->transport_type == IBV_TRANSPORT_IB) return Status();
     return Status(StatusCode::kUnavailable, "not an InfiniBand/RoCE transport");
   }
 #if EPS_HAVE_EFADV
   efadv_device_attr attr{};
-  const int rc = efadv_query_device(context, &attr, sizeof(attr));
+  const int rc = efadv_->query_device(context, &attr, sizeof(attr));
   if (rc == 0) return Status();
   return Status(StatusCode::kEnvironment,
                 fmt::format("not an EFA device (efadv_query_device: {})", std::strerror(rc)));
@@ -180,29 +198,29 @@ Status device_suitability(Variant variant, ibv_device* device, ibv_context* cont
 Status VerbsFabric::choose_port() {
   errno = 0;
   int count = 0;
-  device_list_ = ibv_get_device_list(&count);
+  device_list_ = ibv_->get_device_list(&count);
   const int list_errno = errno;
   if (device_list_ == nullptr) count = 0;
   std::vector<PortCandidate> candidates;
   std::vector<int> device_of;  // candidate -> device list index
   for (int d = 0; d < count; ++d) {
     ibv_device* device = device_list_[d];
-    const std::string name = ibv_get_device_name(device);
+    const std::string name = ibv_->get_device_name(device);
     errno = 0;
-    ibv_context* context = ibv_open_device(device);
+    ibv_context* context = ibv_->open_device(device);
     if (context == nullptr) {
       candidates.push_back({name, 1, false, false, fmt::format("ibv_open_device: {}", std::strerror(errno))});
       device_of.push_back(d);
       continue;
     }
-    const Status suitable = device_suitability(variant_, device, context);
+    const Status suitable = suitability(device, context);
     ibv_device_attr attr{};
-    const int query = ibv_query_device(context, &attr);
+    const int query = ibv_->query_device(context, &attr);
     for (int p = 1; query == 0 && p <= attr.phys_port_cnt; ++p) {
       ibv_port_attr port{};
-      const int rc = ibv_query_port(context, static_cast<std::uint8_t>(p), &port);
+      const int rc = ibv_->query_port(context, static_cast<std::uint8_t>(p), &port);
       const std::string state =
-          rc == 0 ? ibv_port_state_str(port.state) : fmt::format("ibv_query_port: {}", std::strerror(rc));
+          rc == 0 ? ibv_->port_state_str(port.state) : fmt::format("ibv_query_port: {}", std::strerror(rc));
       candidates.push_back({name, p, suitable.ok(), rc == 0 && port.state == IBV_PORT_ACTIVE,
                             suitable.ok() ? state : fmt::format("{}, {}", suitable.message(), state)});
       device_of.push_back(d);
@@ -212,7 +230,7 @@ Status VerbsFabric::choose_port() {
           {name, 1, false, false, fmt::format("ibv_query_device: {}", std::strerror(query))});
       device_of.push_back(d);
     }
-    EPS_VERBS_CHECK(ibv_close_device(context));
+    EPS_VERBS_CHECK(ibv_->close_device(context));
   }
   const char* env = std::getenv(kDeviceEnv);
   Result<PortChoice> choice = select_port(candidates, count, env == nullptr ? "" : env);
@@ -224,13 +242,13 @@ Status VerbsFabric::choose_port() {
   }
   device_name_ = choice->device;
   port_.port = static_cast<std::uint8_t>(choice->port);
-  EPS_VERBS_ASSIGN_OR_RETURN(context_, ibv_open_device(device_list_[device_of[choice->index]]));
-  EPS_VERBS_CHECK(ibv_query_device(context_, &device_attr_));
-  EPS_VERBS_CHECK(ibv_query_port(context_, port_.port, &port_attr_));
+  EPS_VERBS_ASSIGN_OR_RETURN(context_, ibv_->open_device(device_list_[device_of[choice->index]]));
+  EPS_VERBS_CHECK(ibv_->query_device(context_, &device_attr_));
+  EPS_VERBS_CHECK(ibv_->query_port(context_, port_.port, &port_attr_));
   port_.link_layer = port_attr_.link_layer;
   port_.mtu = static_cast<std::uint8_t>(port_attr_.active_mtu);
   EPS_ASSIGN_OR_RETURN(port_.gid_index, parse_gid_index(std::getenv(kGidIndexEnv), port_attr_.gid_tbl_len));
-  EPS_VERBS_CHECK(ibv_query_gid(context_, port_.port, port_.gid_index, &gid_));
+  EPS_VERBS_CHECK(ibv_->query_gid(context_, port_.port, port_.gid_index, &gid_));
   return check_gid(port_, std::span<const std::uint8_t>(gid_.raw, sizeof(gid_.raw)));
 }
 
@@ -246,7 +264,7 @@ Result<Memory> VerbsFabric::register_memory(std::size_t bytes, int access) {
   }
   std::memset(m.base, 0, padded);
   errno = 0;
-  m.mr = ibv_reg_mr(pd_, m.base, padded, access);
+  m.mr = ibv_->reg_mr(pd_, m.base, padded, access);
   if (m.mr == nullptr) {
     const Status failed = verbs_error("ibv_reg_mr(pd, base, bytes, access)", errno, __FILE__, __LINE__);
     std::free(m.base);
@@ -256,7 +274,7 @@ Result<Memory> VerbsFabric::register_memory(std::size_t bytes, int access) {
 }
 
 Status VerbsFabric::open_queues() {
-  EPS_VERBS_ASSIGN_OR_RETURN(pd_, ibv_alloc_pd(context_));
+  EPS_VERBS_ASSIGN_OR_RETURN(pd_, ibv_->alloc_pd(context_));
   EPS_ASSIGN_OR_RETURN(scratch_, register_memory(kScratchBytes, IBV_ACCESS_LOCAL_WRITE));
   int max_wr = device_attr_.max_qp_wr;
   int qps = size();
@@ -265,7 +283,7 @@ Status VerbsFabric::open_queues() {
 #if EPS_HAVE_EFADV
   if (variant_ == Variant::kEfa) {
     efadv_device_attr efa{};
-    EPS_VERBS_CHECK(efadv_query_device(context_, &efa, sizeof(efa)));
+    EPS_VERBS_CHECK(efadv_->query_device(context_, &efa, sizeof(efa)));
     EPS_RETURN_IF_ERROR(check_efa_rdma_write(efa.device_caps, kEfaRdmaWriteFlag));
     efa_rnr_retry_ = (efa.device_caps & EFADV_DEVICE_ATTR_CAPS_RNR_RETRY) != 0;
     max_wr = static_cast<int>(std::min(efa.max_sq_wr, efa.max_rq_wr));
@@ -279,7 +297,7 @@ Status VerbsFabric::open_queues() {
   limits_.max_outstanding_puts = depths_.max_puts;
   slots_ = SendSlots(static_cast<std::size_t>(depths_.max_puts));
   sends_in_queue_.assign(static_cast<std::size_t>(qps), 0);
-  EPS_VERBS_ASSIGN_OR_RETURN(cq_, ibv_create_cq(context_, depths_.cq, nullptr, nullptr, 0));
+  EPS_VERBS_ASSIGN_OR_RETURN(cq_, ibv_->create_cq(context_, depths_.cq, nullptr, nullptr, 0));
   return Status();
 }
 
@@ -306,10 +324,10 @@ Status VerbsFabric::create_rc_qps() {
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     init.sq_sig_all = 0;
-    EPS_VERBS_ASSIGN_OR_RETURN(ibv_qp * qp, ibv_create_qp(pd_, &init));
+    EPS_VERBS_ASSIGN_OR_RETURN(ibv_qp * qp, ibv_->create_qp(pd_, &init));
     qps_.push_back(qp);
     QpTransition t = rc_init(port_);
-    EPS_VERBS_CHECK(ibv_modify_qp(qp, &t.attr, t.mask));
+    EPS_VERBS_CHECK(ibv_->modify_qp(qp, &t.attr, t.mask));
   }
   return Status();
 }
@@ -329,10 +347,10 @@ Status VerbsFabric::create_srd_qp() {
   init.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
   efadv_qp_init_attr efa{};
   efa.driver_qp_type = EFADV_QP_DRIVER_TYPE_SRD;
-  EPS_VERBS_ASSIGN_OR_RETURN(ibv_qp * qp, efadv_create_qp_ex(context_, &init, &efa, sizeof(efa)));
+  EPS_VERBS_ASSIGN_OR_RETURN(ibv_qp * qp, efadv_->create_qp_ex(context_, &init, &efa, sizeof(efa)));
   qps_.push_back(qp);
   QpTransition t = srd_init(port_);
-  EPS_VERBS_CHECK(ibv_modify_qp(qp, &t.attr, t.mask));
+  EPS_VERBS_CHECK(ibv_->modify_qp(qp, &t.attr, t.mask));
   return Status();
 #else
   return Status(StatusCode::kEnvironment, "built without efadv");
@@ -340,6 +358,7 @@ Status VerbsFabric::create_srd_qp() {
 }
 
 Status VerbsFabric::open() {
+  EPS_RETURN_IF_ERROR(load_libraries());
   EPS_RETURN_IF_ERROR(choose_port());
   EPS_RETURN_IF_ERROR(open_queues());
   EPS_RETURN_IF_ERROR(variant_ == Variant::kRc ? create_rc_qps() : create_srd_qp());
@@ -388,21 +407,21 @@ Status VerbsFabric::connect_rc(const std::vector<PeerAddress>& peers) {
   for (int peer = 0; peer < size(); ++peer) {
     ibv_qp* qp = qps_[static_cast<std::size_t>(peer)];
     EPS_ASSIGN_OR_RETURN(QpTransition rtr, rc_rtr(port_, peers[static_cast<std::size_t>(peer)], peer));
-    EPS_VERBS_CHECK(ibv_modify_qp(qp, &rtr.attr, rtr.mask));
+    EPS_VERBS_CHECK(ibv_->modify_qp(qp, &rtr.attr, rtr.mask));
     QpTransition rts = rc_rts(initial_psn(rank(), peer));
-    EPS_VERBS_CHECK(ibv_modify_qp(qp, &rts.attr, rts.mask));
+    EPS_VERBS_CHECK(ibv_->modify_qp(qp, &rts.attr, rts.mask));
   }
   return Status();
 }
 
 Status VerbsFabric::connect_srd(const std::vector<PeerAddress>& peers) {
   QpTransition rtr = srd_rtr();
-  EPS_VERBS_CHECK(ibv_modify_qp(qps_[0], &rtr.attr, rtr.mask));
+  EPS_VERBS_CHECK(ibv_->modify_qp(qps_[0], &rtr.attr, rtr.mask));
   QpTransition rts = srd_rts(initial_psn(rank(), rank()), efa_rnr_retry_);
-  EPS_VERBS_CHECK(ibv_modify_qp(qps_[0], &rts.attr, rts.mask));
+  EPS_VERBS_CHECK(ibv_->modify_qp(qps_[0], &rts.attr, rts.mask));
   for (const PeerAddress& peer : peers) {
     ibv_ah_attr attr = address_vector(port_, peer);
-    EPS_VERBS_ASSIGN_OR_RETURN(ibv_ah * ah, ibv_create_ah(pd_, &attr));
+    EPS_VERBS_ASSIGN_OR_RETURN(ibv_ah * ah, ibv_->create_ah(pd_, &attr));
     ahs_.push_back(ah);
     remote_qpns_.push_back(peer.qpn);
   }
@@ -474,7 +493,7 @@ Result<bool> VerbsFabric::post_srd(const PutOp& op, std::uint32_t slot) {
   const Memory& local = regions_[static_cast<std::size_t>(op.local_region)];
   const RegionKey& remote =
       regions_[static_cast<std::size_t>(op.remote_region)].remote[static_cast<std::size_t>(op.peer)];
-  ibv_qp_ex* qpx = ibv_qp_to_qp_ex(qps_[0]);
+  ibv_qp_ex* qpx = ibv_->qp_to_qp_ex(qps_[0]);
   ibv_wr_start(qpx);
   qpx->wr_id = send_wr_id(slot);
   qpx->wr_flags = IBV_SEND_SIGNALED;
@@ -597,5 +616,6 @@ void eps_register_fabric_verbs(eps::fabric::FabricRegistry& registry) {
         return eps::fabric::verbs::make_verbs_fabric(config,
                                                      config.variant == "efa" ? Variant::kEfa : Variant::kRc);
       },
-      {"efa"}});
+      {"efa"},
+      [] { return eps::fabric::verbs::verbs_api().status(); }});
 }

@@ -32,6 +32,9 @@
 //   peers failed reports which ranks, so that every rank fails and callers can skip the fabric. Every
 //   ibv_* and efadv_* return code is checked (verbs_check.hpp); resources are released in reverse order
 //   of creation.
+// - Libraries: libibverbs (and libefa, for verbs:efa only) are loaded when the first fabric is opened
+//   (verbs_api.hpp), not linked; a missing one is kEnvironment "verbs:rc: libibverbs.so.1 cannot be
+//   loaded: <dlerror>".
 #pragma once
 
 #include <memory>

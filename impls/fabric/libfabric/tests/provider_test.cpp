@@ -10,6 +10,13 @@
 namespace eps::fabric::ofi {
 namespace {
 
+// libfabric is installed wherever this test is built (the libfabric fabric is declared only then).
+const FiApi& fi() {
+  const Result<const FiApi*> loaded = fi_api();
+  if (!loaded.ok()) throw Error(loaded.status());
+  return **loaded;
+}
+
 TEST(ProviderSpec, VariantsMapToProviders) {
   EXPECT_EQ(libfabric_variants(), (std::vector<std::string>{"shm", "tcp", "efa", "verbs"}));
   const struct {
@@ -40,7 +47,7 @@ TEST(ProviderSpec, UnknownVariantNamesTheChoices) {
 
 TEST(Hints, ExpressTheFabricContract) {
   const ProviderSpec spec{"tcp", "tcp;ofi_rxm", "127.0.0.1", true};
-  InfoPtr hints = make_hints(spec, HintOptions{});
+  InfoPtr hints = make_hints(fi(), spec, HintOptions{});
   ASSERT_NE(hints, nullptr);
   EXPECT_EQ(hints->ep_attr->type, FI_EP_RDM);
   EXPECT_EQ(hints->caps, FI_RMA | FI_WRITE | FI_REMOTE_WRITE);
@@ -57,7 +64,7 @@ TEST(Hints, ExpressTheFabricContract) {
 
 TEST(Hints, OptionsToggleOrderingCompletionAndMessages) {
   const ProviderSpec spec{"shm", "shm", "", false};
-  InfoPtr hints = make_hints(spec, HintOptions{false, false, true});
+  InfoPtr hints = make_hints(fi(), spec, HintOptions{false, false, true});
   ASSERT_NE(hints, nullptr);
   EXPECT_EQ(hints->tx_attr->msg_order, 0u);
   EXPECT_EQ(hints->rx_attr->msg_order, 0u);
@@ -66,7 +73,7 @@ TEST(Hints, OptionsToggleOrderingCompletionAndMessages) {
 }
 
 InfoPtr ordered_info(std::uint64_t tx_order, std::uint64_t rx_order, std::size_t waw_size) {
-  InfoPtr info(fi_allocinfo());
+  InfoPtr info(fi().allocinfo());
   info->tx_attr->msg_order = tx_order;
   info->rx_attr->msg_order = rx_order;
   info->ep_attr->max_order_waw_size = waw_size;
@@ -105,7 +112,7 @@ TEST(Loopback, AcceptsOnlyLoopbackSocketAddresses) {
 }
 
 TEST(Describe, NamesProviderOrderingAndLimits) {
-  InfoPtr info(fi_allocinfo());
+  InfoPtr info(fi().allocinfo());
   info->fabric_attr->prov_name = strdup("shm");
   info->fabric_attr->name = strdup("shm");
   info->fabric_attr->prov_version = FI_VERSION(117, 0);
@@ -114,9 +121,9 @@ TEST(Describe, NamesProviderOrderingAndLimits) {
   info->domain_attr->cq_data_size = 8;
   info->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
   info->tx_attr->size = 1024;
-  const std::uint32_t v = fi_version();
+  const std::uint32_t v = fi().version();
   EXPECT_EQ(
-      describe_provider(*info, true, 4096),
+      describe_provider(fi(), *info, true, 4096),
       fmt::format(
           "libfabric {}.{} provider shm 117.0 (fabric shm, domain dom0, ordered WAW, delivery-complete, "
           "mr_mode 0x10, cq_data 8 B, max put 4096 B, tx 1024)",
@@ -131,7 +138,7 @@ TEST(Select, MissingProviderIsUnavailableWithFiStrerror) {
   EXPECT_EQ(selected.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(selected.status().message(),
             fmt::format("libfabric:efa: provider efa not available here (fi_getinfo: {})",
-                        fi_strerror(FI_ENODATA)));
+                        fi().strerror(FI_ENODATA)));
 }
 
 TEST(Select, ShmGivesDeliveryCompleteAnd32BitImmediates) {

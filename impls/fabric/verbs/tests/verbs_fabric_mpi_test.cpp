@@ -13,17 +13,20 @@
 
 #include "impls/testing/mpi_gtest.hpp"
 #include "impls/fabric/fabric_registry.hpp"
+#include "impls/fabric/verbs/verbs_api.hpp"
 #include "impls/fabric/verbs/verbs_fabric.hpp"
 
 namespace eps::fabric::verbs {
 namespace {
 
-// Independent of the fabric: what libibverbs itself reports on this rank.
+// Independent of the fabric: what libibverbs itself reports on this rank (none without the library).
 int rdma_device_count() {
+  const Result<const VerbsApi*> ibv = verbs_api();
+  if (!ibv.ok()) return 0;
   int count = 0;
-  ibv_device** list = ibv_get_device_list(&count);
+  ibv_device** list = (*ibv)->get_device_list(&count);
   if (list == nullptr) return 0;
-  ibv_free_device_list(list);
+  (*ibv)->free_device_list(list);
   return count;
 }
 
