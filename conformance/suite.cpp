@@ -29,8 +29,8 @@ Selection& selection() {
 // Every (layout, tree) pair of the Transport contract, in the order of the table's columns.
 std::vector<std::pair<transport::Layout, transport::CombineTree>> all_contracts() {
   std::vector<std::pair<transport::Layout, transport::CombineTree>> out;
-  for (transport::Layout layout : {transport::Layout::kHtRankMajor, transport::Layout::kHtExpertMajor,
-                                   transport::Layout::kLl}) {
+  for (transport::Layout layout :
+       {transport::Layout::kHtRankMajor, transport::Layout::kHtExpertMajor, transport::Layout::kLl}) {
     for (transport::CombineTree tree : transport::trees_for(layout)) out.emplace_back(layout, tree);
   }
   return out;
@@ -58,7 +58,8 @@ transport::TransportConfig preflight_config(double timeout_seconds) {
 const std::vector<std::string>& selected_transports() { return selection().transports; }
 bool transport_named(const std::string& name) {
   const Selection& s = selection();
-  return s.transports_named && std::find(s.transports.begin(), s.transports.end(), name) != s.transports.end();
+  return s.transports_named &&
+         std::find(s.transports.begin(), s.transports.end(), name) != s.transports.end();
 }
 void set_selected_transports(std::vector<std::string> names, bool named) {
   selection().transports = std::move(names);
@@ -94,10 +95,12 @@ Status preflight_transports(double timeout_seconds) {
 
 std::string capability_table() {
   const auto contracts = all_contracts();
-  std::string out = fmt::format("# capabilities (docs/dispatch.md 5): run = checked here, n/a = not declared\n");
+  std::string out =
+      fmt::format("# capabilities (docs/dispatch.md 5): run = checked here, n/a = not declared\n");
   out += fmt::format("#  {:<10}", "transport");
   for (const auto& [layout, tree] : contracts) {
-    out += fmt::format(" {:>27}", fmt::format("{}/{}", transport::layout_name(layout), transport::tree_name(tree)));
+    out += fmt::format(" {:>27}",
+                       fmt::format("{}/{}", transport::layout_name(layout), transport::tree_name(tree)));
   }
   out += "\n";
   for (const std::string& name : selected_transports()) {
@@ -141,8 +144,8 @@ int SuiteCommand::run(CLI::App& app) {
   std::vector<std::string> gtest_flags = app.remaining();
   for (const std::string& arg : gtest_flags) {
     if (status.ok() && !arg.starts_with("--gtest_")) {
-      status = invalid_argument(app.get_name(),
-                                "unknown argument '{}' (see --help; GoogleTest flags start with --gtest_)", arg);
+      status = invalid_argument(
+          app.get_name(), "unknown argument '{}' (see --help; GoogleTest flags start with --gtest_)", arg);
     }
   }
   Result<std::vector<std::string>> transports =

@@ -1,10 +1,10 @@
-// Fabric conformance (docs/fabrics.md 6.1 fabric contract, docs/fabrics.md 6.3 chaos fabric, docs/channel.md 7.2 quiet by counting): the
-// contract of impls/fabric/fabric.hpp for every registered fabric (fabric_registry().names()), each plain
-// and under the chaos decorator (--chaos seed=7), and the chaos decorator's own promises: it reorders
-// (a receiver trusting fabric order is caught) and it replays (same seed, same calls, same schedule id).
-// A fabric that cannot run here (creation returns kEnvironment: no provider, no RDMA device, several
-// hosts for shm) is skipped with its message. Every failure message carries fabric->describe(), so the
-// chaos seed and schedule id of a failing run are printed.
+// Fabric conformance (docs/fabrics.md 6.1 fabric contract, docs/fabrics.md 6.3 chaos fabric,
+// docs/channel.md 7.2 quiet by counting): the contract of impls/fabric/fabric.hpp for every registered fabric
+// (fabric_registry().names()), each plain and under the chaos decorator (--chaos seed=7), and the chaos
+// decorator's own promises: it reorders (a receiver trusting fabric order is caught) and it replays (same
+// seed, same calls, same schedule id). A fabric that cannot run here (creation returns kEnvironment: no
+// provider, no RDMA device, several hosts for shm) is skipped with its message. Every failure message carries
+// fabric->describe(), so the chaos seed and schedule id of a failing run are printed.
 //
 // Every rank checks what it receives; the MPI-aware runner re-raises other ranks' failures on rank 0. The
 // rank counts of ctest (1, 2, 3, 4, 8) give puts to self only, a pair, a non-power of two and
@@ -36,13 +36,13 @@ namespace eps::conformance {
 namespace {
 
 using fabric::Completion;
-using mpitest::test_deadline;
-using mpitest::timeout_seconds;
 using fabric::CompletionKind;
 using fabric::Fabric;
 using fabric::kMaxPutBytes;
 using fabric::PutOp;
 using fabric::Region;
+using mpitest::test_deadline;
+using mpitest::timeout_seconds;
 
 constexpr char kChaosSpec[] = "seed=7";
 constexpr std::uint64_t kPatternSeed = 0x6661'6272'6963ull;
@@ -191,10 +191,9 @@ std::string case_name(const testing::TestParamInfo<FabricCase>& info) {
 
 // A fabric absent here (kUnavailable at creation) skips with its reason; under --strict it fails when the
 // user selected that fabric with --fabric. Anything else that failed is an error.
-#define EPS_SKIP_IF_UNAVAILABLE(made, name)                                                     \
-  if (!(made).ok() && (made).status().code() == StatusCode::kUnavailable) {                   \
-    EPS_SKIP_UNAVAILABLE(fabric_named() && fabric_selection().fabric == (name),              \
-                         (made).status().message());                                          \
+#define EPS_SKIP_IF_UNAVAILABLE(made, name)                                                                 \
+  if (!(made).ok() && (made).status().code() == StatusCode::kUnavailable) {                                 \
+    EPS_SKIP_UNAVAILABLE(fabric_named() && fabric_selection().fabric == (name), (made).status().message()); \
   }
 
 // For helpers that return a value (ASSERT_* cannot): kEnvironment ends the job, other errors fail the test.
@@ -440,8 +439,8 @@ TEST_P(FabricContract, PutToSelfWithinOneRegion) {
   EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
 }
 
-// quiet (docs/channel.md 7.2): after it returns every earlier put is placed (checked by the target after a barrier,
-// without the sender polling), and the local completions it drained still reach poll, each once.
+// quiet (docs/channel.md 7.2): after it returns every earlier put is placed (checked by the target after a
+// barrier, without the sender polling), and the local completions it drained still reach poll, each once.
 TEST_P(FabricContract, QuietWaitsForEveryPut) {
   constexpr int kPuts = 200;
   constexpr std::size_t kBytes = 256;
@@ -602,7 +601,8 @@ TEST_P(OrderedFabric, RemoteCompletionsInIssueOrder) {
 INSTANTIATE_TEST_SUITE_P(Fabrics, OrderedFabric, testing::ValuesIn(fabric_cases(true, false)), case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(OrderedFabric);
 
-// --- The chaos decorator's teeth (docs/fabrics.md 6.3) ----------------------------------------------------------------
+// --- The chaos decorator's teeth (docs/fabrics.md 6.3)
+// ----------------------------------------------------------------
 
 class ChaosTeeth : public FabricTest {};
 
@@ -631,10 +631,10 @@ TEST_P(ChaosTeeth, RemoteCompletionsOvertake) {
   EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
 }
 
-// The negative control of docs/fabrics.md 6.3: a receiver that trusts fabric order ("the signal put comes after the
-// data put, so the data is there") must be caught. Each round sends 65539 data bytes without an immediate,
-// then an 8-byte signal with one; the receiver checks the data when the signal arrives. Under chaos some
-// round must find its data incomplete.
+// The negative control of docs/fabrics.md 6.3: a receiver that trusts fabric order ("the signal put comes
+// after the data put, so the data is there") must be caught. Each round sends 65539 data bytes without an
+// immediate, then an 8-byte signal with one; the receiver checks the data when the signal arrives. Under
+// chaos some round must find its data incomplete.
 TEST_P(ChaosTeeth, FabricOrderReceiverIsCaught) {
   constexpr int kRounds = 48;
   constexpr std::size_t kData = 65536 + 3;
@@ -764,10 +764,10 @@ TEST(FabricFactory, ChaosWrapsTheNamedFabric) {
       << (*made)->describe();
 }
 
-// Fabric::flush (docs/fabrics.md 6.3 decorator, fabric.hpp): after flush every held put has left the chaos decorator,
-// so a peer receives it although the sender stops polling. Rank 0 puts 64 immediates to rank 1 through a
-// wide window with long completion delays, flushes and waits in MPI only; rank 1 must still receive them
-// all (without flush they would stay in rank 0's pool and rank 1 would time out). Over chaos(shm), whose
+// Fabric::flush (docs/fabrics.md 6.3 decorator, fabric.hpp): after flush every held put has left the chaos
+// decorator, so a peer receives it although the sender stops polling. Rank 0 puts 64 immediates to rank 1
+// through a wide window with long completion delays, flushes and waits in MPI only; rank 1 must still receive
+// them all (without flush they would stay in rank 0's pool and rank 1 would time out). Over chaos(shm), whose
 // inner fabric places at post time.
 TEST(ChaosFlush, FlushedPutsArriveWithoutFurtherPolling) {
   if (mpi::size() < 2) GTEST_SKIP() << "not applicable at one rank: needs a peer";

@@ -39,7 +39,8 @@ class StaleTransport final : public transport::Transport {
                          const DispatchOutput& output) override {
     return inner_->dispatch_cached(handle, input, dispatches_++ == 0 ? output : scratch(output));
   }
-  Status combine(const DispatchHandle& handle, const CombineInput& input, const CombineOutput& output) override {
+  Status combine(const DispatchHandle& handle, const CombineInput& input,
+                 const CombineOutput& output) override {
     if (combines_++ == 0) return inner_->combine(handle, input, output);
     return inner_->combine(handle, input,
                            {scratch_like(output.out, out_), scratch_like(output.combined_weights, weights_)});
@@ -76,7 +77,8 @@ void register_stale_transport() {
        .summary = "TEST ONLY: the mpi baseline that stops writing its outputs after the first call",
        .factory = [](const transport::TransportConfig& config,
                      const fabric::FabricSelection&) -> Result<std::unique_ptr<transport::Transport>> {
-         EPS_ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> inner, transport::make_mpi_transport(config));
+         EPS_ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> inner,
+                              transport::make_mpi_transport(config));
          return std::unique_ptr<transport::Transport>(std::make_unique<StaleTransport>(std::move(inner)));
        },
        .capabilities = transport::mpi_capabilities,

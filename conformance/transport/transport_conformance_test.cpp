@@ -1,12 +1,12 @@
-// Transport conformance (docs/dispatch.md 5.1-5.5 bit-exact against reference/dispatch, docs/dispatch.md 5.7 robustness), for
-// every registered transport selected by --transport x declared contract (layout and combine tree) x
-// dtype x workload. Every rank checks its own outputs; the MPI-aware runner re-raises other ranks'
+// Transport conformance (docs/dispatch.md 5.1-5.5 bit-exact against reference/dispatch, docs/dispatch.md 5.7
+// robustness), for every registered transport selected by --transport x declared contract (layout and combine
+// tree) x dtype x workload. Every rank checks its own outputs; the MPI-aware runner re-raises other ranks'
 // failures on rank 0. Non-power-of-two R and R = 1 come from the rank counts ctest runs (1, 2, 3, 4, 8).
-#include <cctype>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
-#include <map>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,7 +45,8 @@ constexpr Contract kContracts[] = {{Layout::kHtRankMajor, CombineTree::kHtRank},
                                    {Layout::kHtExpertMajor, CombineTree::kLlWeighted},
                                    {Layout::kLl, CombineTree::kLlWeighted}};
 constexpr PayloadType kDtypes[] = {PayloadType::kBf16, PayloadType::kFp8};
-// docs/numerics.md 2.3 generators and docs/dispatch.md 5.7 scenarios: masked:0.6 gives tokens with all slots -1 (0.6^4 = 13%).
+// docs/numerics.md 2.3 generators and docs/dispatch.md 5.7 scenarios: masked:0.6 gives tokens with all slots
+// -1 (0.6^4 = 13%).
 const char* const kWorkloads[] = {"uniform", "zipf:1.2",   "hot:0,0.5",       "all-to-one",
                                   "spread",  "masked:0.6", "zero-token-ranks"};
 constexpr std::uint64_t kSeed = 0x7A45'0517;
@@ -71,7 +72,8 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
 const transport::Capabilities& declared(const std::string& name) {
   static std::map<std::string, transport::Capabilities> cache;
   auto it = cache.find(name);
-  if (it == cache.end()) it = cache.emplace(name, transport::transport_registry().find(name)->capabilities()).first;
+  if (it == cache.end())
+    it = cache.emplace(name, transport::transport_registry().find(name)->capabilities()).first;
   return it->second;
 }
 
@@ -101,7 +103,8 @@ std::vector<Case> cases(bool every_workload) {
 
 // With the run's fabric selection (fabric transports read it; the others ignore it).
 Result<std::unique_ptr<transport::Transport>> make(const std::string& name, const ProblemShape& shape) {
-  return transport::make_transport(name, transport_config(shape, mpitest::timeout_seconds()), fabric_selection());
+  return transport::make_transport(name, transport_config(shape, mpitest::timeout_seconds()),
+                                   fabric_selection());
 }
 
 // The user asked for this transport or its fabric by name: --strict turns its unavailability into a failure.
@@ -111,10 +114,10 @@ bool selected_by_name(const std::string& name) {
 
 // A transport whose fabric is absent here (kUnavailable at creation) is skipped with the reason; a timeout or
 // peer failure while creating it is an error that ends the job (docs/errors.md 10.1).
-#define EPS_MAKE_OR_SKIP(made, name)                                                                  \
-  if (!(made).ok() && (made).status().code() == StatusCode::kUnavailable) {                           \
-    EPS_SKIP_UNAVAILABLE(selected_by_name(name), (made).status().message());                          \
-  }                                                                                                   \
+#define EPS_MAKE_OR_SKIP(made, name)                                         \
+  if (!(made).ok() && (made).status().code() == StatusCode::kUnavailable) {  \
+    EPS_SKIP_UNAVAILABLE(selected_by_name(name), (made).status().message()); \
+  }                                                                          \
   EPS_ASSERT_OK((made).status())
 
 void expect_ok(const dispatch::CompareReport& report, std::string_view what) {
@@ -164,13 +167,14 @@ void check_round(const Case& c, const Round& round, std::string_view label, bool
       check_combine(round.problem, rank, c.contract.tree, c.contract.tree != CombineTree::kLlWeighted,
                     round.out, round.combined_weights);
   ASSERT_TRUE(combined.ok()) << combined.status().message();
-  expect_ok(*combined,
-            fmt::format("{}: {} combine (docs/dispatch.md 5.5)", label, transport::tree_name(c.contract.tree)));
+  expect_ok(*combined, fmt::format("{}: {} combine (docs/dispatch.md 5.5)", label,
+                                   transport::tree_name(c.contract.tree)));
 }
 
 class TransportContract : public testing::TestWithParam<Case> {};
 
-// docs/dispatch.md 5.1-5.5 on one workload; then a cached dispatch with new payloads (docs/dispatch.md 5.2: bit-equal to fresh).
+// docs/dispatch.md 5.1-5.5 on one workload; then a cached dispatch with new payloads (docs/dispatch.md 5.2:
+// bit-equal to fresh).
 TEST_P(TransportContract, DispatchCombineAndCachedDispatch) {
   const Case& c = GetParam();
   const ProblemShape shape = default_shape(mpi::size(), c.workload, c.dtype);
@@ -198,8 +202,8 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportContract);
 
 class TransportRobustness : public testing::TestWithParam<Case> {};
 
-// docs/dispatch.md 5.7: 64 back-to-back dispatch -> combine rounds without a barrier, each with its own routing and
-// payloads, all verified afterwards; then dispatch A, dispatch B, combine A, combine B.
+// docs/dispatch.md 5.7: 64 back-to-back dispatch -> combine rounds without a barrier, each with its own
+// routing and payloads, all verified afterwards; then dispatch A, dispatch B, combine A, combine B.
 TEST_P(TransportRobustness, BackToBackRoundsAndInterleaving) {
   const Case& c = GetParam();
   ProblemShape shape = default_shape(mpi::size(), c.workload, c.dtype);

@@ -25,9 +25,11 @@ void BenchCommand::bind(CLI::App& app) {
                  "User tag key=value stored under platform.tags of the results (repeatable; not part of the "
                  "fingerprint)");
   app.footer(
-      "Prints an nccl-tests-style table per series (rank 0): one row per point with p50/p99 (max over ranks per "
+      "Prints an nccl-tests-style table per series (rank 0): one row per point with p50/p99 (max over ranks "
+      "per "
       "iteration, MPI_Wtime), bytes and GB/s (docs/dispatch.md 5.6), the slowest rank and #wrong (with -c). "
-      "Flags of another op are refused. Exit codes (docs/errors.md 10): 0 ok, 1 -c found wrong results, 2 bad "
+      "Flags of another op are refused. Exit codes (docs/errors.md 10): 0 ok, 1 -c found wrong results, 2 "
+      "bad "
       "input, 3 environment.");
 }
 

@@ -19,12 +19,12 @@ namespace eps {
 
 int epsuite_main(int argc, char** argv) {
   CLI::App app{"epsuite: benchmark and conformance suite for MoE expert parallelism"};
-  app.set_version_flag("--version",
-                       std::string("epsuite ") + kSuiteVersion + " (git " + kGitSha + ")");
+  app.set_version_flag("--version", std::string("epsuite ") + kSuiteVersion + " (git " + kGitSha + ")");
   app.require_subcommand(1);
   app.footer(
       "Run `epsuite COMMAND --help` for the flags of a command. Every flag has an EPSUITE_* environment "
-      "twin; a flag wins over its twin. Exit codes (docs/errors.md 10): 0 passed, 1 conformance failure, 2 usage or "
+      "twin; a flag wins over its twin. Exit codes (docs/errors.md 10): 0 passed, 1 conformance failure, 2 "
+      "usage or "
       "configuration error, 3 environment (device, provider, peer failure, timeout).");
   add_ref_commands(app);
 

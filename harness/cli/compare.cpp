@@ -18,7 +18,8 @@ void CompareCommand::bind(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--force", force_, "Compare even when the platform fingerprints differ");
   app.footer(
-      "A case regresses when its median time is larger by more than the threshold AND p < alpha (docs/results.md 9.2). "
+      "A case regresses when its median time is larger by more than the threshold AND p < alpha "
+      "(docs/results.md 9.2). "
       "Exit 0: no regression and no failed check in NEW; 1: a regression or a failed check; 2: bad input or "
       "different fingerprints without --force.");
 }

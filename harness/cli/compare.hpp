@@ -1,6 +1,6 @@
 // `epsuite compare BASE.json NEW.json [--threshold 10%] [--alpha 0.05] [--force]`: the regression gate
-// of docs/results.md 9.2 (harness/compare.hpp) on two results files, without MPI. Prints the comparison report to
-// stdout and returns the exit code: 0 no regression and no failed check in NEW, 1 a regression or a
+// of docs/results.md 9.2 (harness/compare.hpp) on two results files, without MPI. Prints the comparison
+// report to stdout and returns the exit code: 0 no regression and no failed check in NEW, 1 a regression or a
 // failed check, 2 bad input (unreadable, truncated or foreign file, future schema_version, empty results,
 // a bad option) or different fingerprints without --force, with one "epsuite: error: ..." line on stderr.
 #pragma once

@@ -11,9 +11,9 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/platform/platform.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 #include "perf/bench/presets.hpp"
 #include "reference/common/version.hpp"
-#include "impls/runtime/mpi_runtime.hpp"
 
 namespace eps {
 namespace {

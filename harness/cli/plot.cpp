@@ -9,7 +9,8 @@
 namespace eps {
 
 void PlotCommand::bind(CLI::App& app) {
-  app.add_option("files", files_, "Results JSON documents (docs/results.md 9.1) of epsuite bench or epsuite run")
+  app.add_option("files", files_,
+                 "Results JSON documents (docs/results.md 9.1) of epsuite bench or epsuite run")
       ->required();
   app.add_option("--out", out_, "Directory for the PNG/SVG figures and plots.json (created)")->required();
   app.footer(

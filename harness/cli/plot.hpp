@@ -13,7 +13,8 @@ namespace eps {
 class PlotCommand {
  public:
   void bind(CLI::App& app);
-  // After parsing: draws; prints "epsuite: error: ..." on failure and returns the docs/errors.md 10 exit code.
+  // After parsing: draws; prints "epsuite: error: ..." on failure and returns the docs/errors.md 10 exit
+  // code.
   int run() const;
 
  private:

@@ -1,4 +1,5 @@
-// `epsuite ref NAME --in IN.json --out OUT.json`: one subcommand per reference tool (harness/ref/ref_tool.hpp).
+// `epsuite ref NAME --in IN.json --out OUT.json`: one subcommand per reference tool
+// (harness/ref/ref_tool.hpp).
 #pragma once
 
 namespace CLI {

@@ -31,23 +31,26 @@ constexpr const char* kModes[] = {"ht", "ll"};
 
 std::vector<ParamSpec> run_param_specs() {
   std::vector<ParamSpec> specs;
-  for (std::string_view name : {"transport", "timeout", "strict", "fabric", "signal", "chaos", "allow-unsafe"}) {
+  for (std::string_view name :
+       {"transport", "timeout", "strict", "fabric", "signal", "chaos", "allow-unsafe"}) {
     specs.push_back(param_spec(name));
   }
   for (ParamSpec& spec : preset_param_specs()) specs.push_back(std::move(spec));
   specs.push_back({.name = "out",
                    .kind = ParamKind::kString,
                    .default_text = "results/local",
-                   .help = "Directory for info.json, conformance.xml, bench-*.json, plots/, logs/ and report.md; "
-                           "must be new or empty"});
+                   .help =
+                       "Directory for info.json, conformance.xml, bench-*.json, plots/, logs/ and report.md; "
+                       "must be new or empty"});
   specs.push_back({.name = "force",
                    .kind = ParamKind::kSwitch,
                    .default_text = "false",
                    .help = "Replace --out when it holds an earlier run (it has info.json)"});
-  specs.push_back({.name = "verbose",
-                   .kind = ParamKind::kSwitch,
-                   .default_text = "false",
-                   .help = "Also print every step's log (configuration, capability table, test output, tables)"});
+  specs.push_back(
+      {.name = "verbose",
+       .kind = ParamKind::kSwitch,
+       .default_text = "false",
+       .help = "Also print every step's log (configuration, capability table, test output, tables)"});
   // -n / -w are bench's own definitions, with defaults sized for a whole run (>= 9 repetitions feed the
   // docs/results.md 9.2 gate).
   for (ParamSpec& spec : bench::driver_param_specs()) {
@@ -60,7 +63,8 @@ std::vector<ParamSpec> run_param_specs() {
 
 // The bench parameters of one op/mode: this run's values where it sets them, the process environment
 // (EPSUITE_*) for the rest, then the bench defaults.
-Result<std::unique_ptr<Params>> bench_params(const Params& run, const std::string& mode, const std::string& json) {
+Result<std::unique_ptr<Params>> bench_params(const Params& run, const std::string& mode,
+                                             const std::string& json) {
   std::map<std::string, std::string> values = {
       {"transport", run.string("transport")},
       {"preset", run.string("preset")},
@@ -96,8 +100,9 @@ Status make_out_dir(const fs::path& out, bool force) {
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_empty(out, ec)) {
     if (!force) {
-      return invalid_argument("--out", "'{}' exists and is not empty; choose a new directory, or pass --force to "
-                                       "replace an earlier run",
+      return invalid_argument("--out",
+                              "'{}' exists and is not empty; choose a new directory, or pass --force to "
+                              "replace an earlier run",
                               out.string());
     }
     if (!fs::exists(out / "info.json")) {
@@ -114,7 +119,8 @@ Status make_out_dir(const fs::path& out, bool force) {
 }
 
 // "dispatch ht: direct fastest, 2.71x mpi at 256 tokens; 0 wrong" from the cases of one bench.
-std::string bench_summary(const std::string& op, const std::string& mode, const bench::BenchOutcome& outcome) {
+std::string bench_summary(const std::string& op, const std::string& mode,
+                          const bench::BenchOutcome& outcome) {
   std::int64_t tokens = -1;
   for (const CaseResult& c : outcome.cases) {
     for (const auto& [name, value] : c.sizes) {
@@ -125,8 +131,9 @@ std::string bench_summary(const std::string& op, const std::string& mode, const 
   std::int64_t wrong = 0;
   for (const CaseResult& c : outcome.cases) {
     if (c.check) wrong += c.check->mismatches;
-    const bool largest = std::any_of(c.sizes.begin(), c.sizes.end(),
-                                     [&](const auto& s) { return s.first == "tokens" && s.second == tokens; });
+    const bool largest = std::any_of(c.sizes.begin(), c.sizes.end(), [&](const auto& s) {
+      return s.first == "tokens" && s.second == tokens;
+    });
     if (!largest) continue;
     std::vector<double> sorted = c.times_us;
     std::sort(sorted.begin(), sorted.end());
@@ -134,9 +141,11 @@ std::string bench_summary(const std::string& op, const std::string& mode, const 
   }
   std::string line = fmt::format("{} {}: ", op, mode);
   if (p50.empty()) return line + "nothing measured";
-  const auto best = std::min_element(p50.begin(), p50.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  const auto best =
+      std::min_element(p50.begin(), p50.end(), [](auto& a, auto& b) { return a.second < b.second; });
   line += fmt::format("{} fastest ({:.1f} us at {} tokens)", best->first, best->second, tokens);
-  if (p50.count("mpi") > 0 && best->first != "mpi") line += fmt::format(", {:.2f}x mpi", p50["mpi"] / best->second);
+  if (p50.count("mpi") > 0 && best->first != "mpi")
+    line += fmt::format(", {:.2f}x mpi", p50["mpi"] / best->second);
   return line + fmt::format("; {} wrong", wrong);
 }
 
@@ -166,10 +175,11 @@ class RunJob {
 
  private:
   Status select() {
-    EPS_ASSIGN_OR_RETURN(std::vector<std::string> names, transport::select_transports(params_.string("transport")));
+    EPS_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                         transport::select_transports(params_.string("transport")));
     conformance::set_selected_transports(names, params_.string("transport") != "all");
-    conformance::set_fabric_selection({params_.string("fabric"), params_.string("signal"), params_.string("chaos"),
-                                       params_.enabled("allow-unsafe")},
+    conformance::set_fabric_selection({params_.string("fabric"), params_.string("signal"),
+                                       params_.string("chaos"), params_.enabled("allow-unsafe")},
                                       params_.source("fabric") != ParamSource::kDefault);
     EPS_RETURN_IF_ERROR(conformance::preflight_transports(timeout_));
     EPS_ASSIGN_OR_RETURN(const mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(timeout_)));
@@ -177,9 +187,13 @@ class RunJob {
     return resolve_preset_flags(params_, mpi::size(), nodes.ranks_per_node()).status();
   }
 
-  StepLog log(const std::string& step) const { return StepLog(out_ / "logs" / (step + ".log"), params_.enabled("verbose")); }
+  StepLog log(const std::string& step) const {
+    return StepLog(out_ / "logs" / (step + ".log"), params_.enabled("verbose"));
+  }
 
-  void agree(const Status& status) { worst_ = std::max(worst_, mpi::agree_exit_code(status, Deadline(timeout_))); }
+  void agree(const Status& status) {
+    worst_ = std::max(worst_, mpi::agree_exit_code(status, Deadline(timeout_)));
+  }
 
   void step_platform() {
     Result<Platform> platform = discover_platform(Deadline(timeout_));
@@ -202,9 +216,9 @@ class RunJob {
     for (const RankPlatform& r : platform->ranks) {
       if (std::find(hosts.begin(), hosts.end(), r.host) == hosts.end()) hosts.push_back(r.host);
     }
-    mpi::root_print("[1/4] platform: {} ranks on {} node(s) ({}), {}, fingerprint {} -> {}\n", mpi::size(), nodes_,
-                    fmt::join(hosts, ", "), platform->node.cpu_model, platform_fingerprint(*platform).substr(0, 8),
-                    (out_ / "info.json").string());
+    mpi::root_print("[1/4] platform: {} ranks on {} node(s) ({}), {}, fingerprint {} -> {}\n", mpi::size(),
+                    nodes_, fmt::join(hosts, ", "), platform->node.cpu_model,
+                    platform_fingerprint(*platform).substr(0, 8), (out_ / "info.json").string());
     platform_ = std::move(platform).value();
   }
 
@@ -215,14 +229,16 @@ class RunJob {
     {
       StepLog step = log("conformance");
       mpi::root_print("{}", conformance::capability_table());
-      failed = mpitest::run_tests({"--gtest_output=xml:" + (out_ / "conformance.xml").string(), "--gtest_color=no"});
+      failed = mpitest::run_tests(
+          {"--gtest_output=xml:" + (out_ / "conformance.xml").string(), "--gtest_color=no"});
     }
     agree(failed == 0 ? Status() : Status(StatusCode::kCheckFailed, "conformance: some tests failed"));
     const mpitest::TestCounts counts = mpitest::last_test_counts();
     mpi::root_print("[2/4] conformance: {} passed, {} failed, {} unavailable here -> {}\n", counts.passed,
                     counts.failed, counts.skipped, (out_ / "conformance.xml").string());
     for (const std::string& test : counts.failed_tests) {
-      mpi::root_print("  problem: {} failed (details in {})\n", test, (out_ / "logs" / "conformance.log").string());
+      mpi::root_print("  problem: {} failed (details in {})\n", test,
+                      (out_ / "logs" / "conformance.log").string());
     }
   }
 
@@ -257,7 +273,8 @@ class RunJob {
       }
     }
     agree(status);
-    mpi::root_print("[4/4] report: plots in {}, report {}\n", (out_ / "plots").string(), (out_ / "report.md").string());
+    mpi::root_print("[4/4] report: plots in {}, report {}\n", (out_ / "plots").string(),
+                    (out_ / "report.md").string());
   }
 
   const Params& params_;
@@ -281,9 +298,12 @@ void RunCommand::bind(CLI::App& app) {
                  "User tag key=value stored under platform.tags of the results (repeatable; not part of the "
                  "fingerprint)");
   app.footer(
-      "Runs platform discovery, the conformance suite, a checked bench sweep (dispatch, combine, roundtrip; HT and "
-      "LL) of every selected transport, plots and report.md into --out, printing one line per step; the details go "
-      "to --out/logs/ (--verbose prints them too). Exit codes (docs/errors.md 10): the largest of the steps' codes.");
+      "Runs platform discovery, the conformance suite, a checked bench sweep (dispatch, combine, roundtrip; "
+      "HT and "
+      "LL) of every selected transport, plots and report.md into --out, printing one line per step; the "
+      "details go "
+      "to --out/logs/ (--verbose prints them too). Exit codes (docs/errors.md 10): the largest of the steps' "
+      "codes.");
 }
 
 int RunCommand::run(const std::vector<std::string>& argv) {

@@ -20,7 +20,8 @@ StepLog::StepLog(const std::filesystem::path& path, bool echo) : path_(path), ec
   std::fflush(stdout);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
-    status_ = Status(StatusCode::kEnvironment, fmt::format("cannot open log {}: {}", path.string(), std::strerror(errno)));
+    status_ = Status(StatusCode::kEnvironment,
+                     fmt::format("cannot open log {}: {}", path.string(), std::strerror(errno)));
     return;
   }
   saved_stdout_ = ::dup(STDOUT_FILENO);

@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "impls/runtime/json_io.hpp"
 #include "impls/runtime/deadline.hpp"
+#include "impls/runtime/json_io.hpp"
 #include "reference/common/status.hpp"
 
 namespace eps {

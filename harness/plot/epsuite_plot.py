@@ -80,7 +80,16 @@ def parse_case(path, index, case):
             "tokens": int(number(path, index, case, "sizes", "tokens")),
             "p50_us": float(number(path, index, case, "stats", "p50")),
             "algo_gbps": float(number(path, index, case, "bandwidth_gbps", "algo")),
-            "sizes": sizes if isinstance(sizes, dict) else {}}
+            "sizes": sizes if isinstance(sizes, dict) else {},
+            "identity": identity_of(case)}
+
+
+def identity_of(case):
+    """The rest of the case identity (docs/results.md 9.3) as sorted (key, text) pairs; {} in older files."""
+    identity = case.get("identity")
+    if not isinstance(identity, dict):
+        return ()
+    return tuple(sorted((str(k), str(v)) for k, v in identity.items()))
 
 
 def platform_label(document):
@@ -108,23 +117,44 @@ def slug(text):
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")
 
 
-def series_label(transport, platform, several_platforms, extra=""):
-    label = transport + (f" {extra}" if extra else "")
+def varying_keys(identities):
+    """The identity keys whose values differ between the given identities (each a tuple of pairs)."""
+    values = {}
+    for identity in identities:
+        for key, value in identity:
+            values.setdefault(key, set()).add(value)
+    keys = {key for key, seen in values.items() if len(seen) > 1}
+    keys |= {key for identity in identities for key, _ in identity if any(key not in dict(i) for i in identities)}
+    return sorted(keys)
+
+
+def series_label(transport, identity, keys, platform, several_platforms):
+    """The transport, then every identity entry that tells this series from another of the figure: two
+    identities are never drawn as one series (docs/results.md 9.3)."""
+    named = dict(identity)
+    extra = ", ".join(f"{k}={named[k]}" for k in keys if k in named)
+    label = transport + (f" ({extra})" if extra else "")
     return f"{label} @ {platform}" if several_platforms else label
 
 
 def collect_lines(documents, select, value_key, several_platforms):
-    """{figure key: {series label: {"transport", "platform", "points": {tokens: value}}}}."""
-    figures = {}
+    """{figure key: {series label: {"transport", "platform", "identity", "points": {tokens: value}}}}."""
+    grouped = {}
     for doc in documents:
         for case in doc["cases"]:
             key = select(case)
             if key is None:
                 continue
-            label = series_label(case["transport"], doc["platform"], several_platforms)
-            series = figures.setdefault(key, {}).setdefault(
-                label, {"transport": case["transport"], "platform": doc["platform"], "points": {}})
+            series = grouped.setdefault(key, {}).setdefault(
+                (case["transport"], case["identity"], doc["platform"]),
+                {"transport": case["transport"], "platform": doc["platform"], "identity": case["identity"],
+                 "points": {}})
             series["points"][case["tokens"]] = case[value_key]
+    figures = {}
+    for key, by_identity in grouped.items():
+        keys = varying_keys([identity for (_, identity, _) in by_identity])
+        figures[key] = {series_label(t, identity, keys, platform, several_platforms): series
+                        for (t, identity, platform), series in by_identity.items()}
     return figures
 
 
@@ -150,7 +180,7 @@ def line_figure(plt, out_dir, stem, title, ylabel, series_map):
         points = sorted(s["points"].items())
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
         index_series.append({"label": label, "transport": s["transport"], "platform": s["platform"],
-                             "points": [[t, v] for t, v in points]})
+                             "identity": dict(s["identity"]), "points": [[t, v] for t, v in points]})
     ax.set_xscale("log", base=2)
     ticks = sorted({t for s in index_series for t, _ in s["points"]})
     ax.set_xticks(ticks, [str(t) for t in ticks])
@@ -170,13 +200,13 @@ def bar_figure(plt, out_dir, documents, op):
     """Grouped bars for one op: x = platform, one bar per transport/mode/dtype, at the largest tokens."""
     tokens = max(c["tokens"] for d in documents for c in d["cases"] if c["op"] == op)
     platforms = sorted({d["platform"] for d in documents})
+    chosen = [(doc, c) for doc in documents for c in doc["cases"] if c["op"] == op and c["tokens"] == tokens]
+    keys = varying_keys([c["identity"] for _, c in chosen])
     bars = {}
-    for doc in documents:
-        for c in doc["cases"]:
-            if c["op"] == op and c["tokens"] == tokens:
-                label = f"{c['transport']} {c['mode']} {c['dtype']}"
-                bars.setdefault(label, {"transport": c["transport"], "values": {}})
-                bars[label]["values"][doc["platform"]] = c["algo_gbps"]
+    for doc, c in chosen:
+        label = series_label(f"{c['transport']} {c['mode']} {c['dtype']}", c["identity"], keys, "", False)
+        bars.setdefault(label, {"transport": c["transport"], "values": {}})
+        bars[label]["values"][doc["platform"]] = c["algo_gbps"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     width = 0.8 / max(len(bars), 1)
     index_series = []

@@ -1,7 +1,8 @@
 // The figures of `epsuite plot FILE... --out DIR` (harness/cli/plot.hpp) and `epsuite run`: results documents
-// (docs/results.md 9.1) drawn as PNG and SVG by the matplotlib script harness/plot/epsuite_plot.py (Agg backend), which
-// the build copies next to the executable (<dir of epsuite>/plot/epsuite_plot.py). The script's docstring
-// lists the figures; it also writes DIR/plots.json, the index of every figure's files and series.
+// (docs/results.md 9.1) drawn as PNG and SVG by the matplotlib script harness/plot/epsuite_plot.py (Agg
+// backend), which the build copies next to the executable (<dir of epsuite>/plot/epsuite_plot.py). The
+// script's docstring lists the figures; it also writes DIR/plots.json, the index of every figure's files and
+// series.
 //
 // Every FILE is read with read_results_file first (perf/results/results.hpp): an unreadable, truncated or
 // foreign file, a schema version from the future or an empty results list is bad input (exit 2, one

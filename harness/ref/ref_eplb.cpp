@@ -2,9 +2,9 @@
 // Input: policy, weight [layers][E], num_replicas, num_ranks, optional num_groups, num_nodes (default 1),
 // max_move, threshold, cost_local, cost_remote, current (phy2log [layers][P]), traffic ([R][E] for every
 // layer or [layers][R][E]), next_weight [layers][E], bytes_per_expert.
-// Output: the placement (phy2log, log2phy, logcnt), its even-split rank_load and balancedness (docs/eplb.md 8.5),
-// the moves from `current` (or from the static placement when absent) and, for mindie-ex, the slot
-// permutation.
+// Output: the placement (phy2log, log2phy, logcnt), its even-split rank_load and balancedness
+// (docs/eplb.md 8.5), the moves from `current` (or from the static placement when absent) and, for mindie-ex,
+// the slot permutation.
 #include <cmath>
 #include <limits>
 

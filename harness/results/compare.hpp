@@ -1,11 +1,12 @@
-// The regression gate of docs/results.md 9.2: two results documents (docs/results.md 9.1) compared case by case.
+// The regression gate of docs/results.md 9.2: two results documents (docs/results.md 9.1) compared case by
+// case.
 //
 // Cases are matched by `case_key`, the whole case identity of docs/results.md 9.3: op, transport, mode,
 // dtype, every size (sorted by name), then every identity entry (sorted by name), e.g.
 // "dispatch/direct/ll/bf16 hidden=256 tokens=128 chaos=off fabric=shm seed=1 signal=fabric-order ...". Cases
-// whose identities differ in anything (direct over shm versus direct over libfabric:shm) are never compared. A case's median is the nearest-rank p50 of its
-// repetition times (the `stats.p50` of results.hpp). ratio = new median / base median ("worse" = a
-// larger time). A case
+// whose identities differ in anything (direct over shm versus direct over libfabric:shm) are never compared.
+// A case's median is the nearest-rank p50 of its repetition times (the `stats.p50` of results.hpp). ratio =
+// new median / base median ("worse" = a larger time). A case
 //   regresses  when ratio > 1 + threshold and the two-sided Mann–Whitney U p-value < alpha;
 //   improves   when ratio < 1 - threshold and p < alpha;
 //   is unchanged otherwise.

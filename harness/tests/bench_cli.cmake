@@ -42,7 +42,7 @@ elseif(CASE STREQUAL "sizes-out-of-range")
   set(expect "--sizes: must be in [1, 16777215], got 0")
 elseif(CASE STREQUAL "transport-flag-on-fabric")
   set(args fabric --fabric shm --preset smoke --json ${json})
-  set(expect "--preset: is a flag of the transport ops")
+  set(expect "--preset: is not a flag of 'bench fabric'")
 elseif(CASE STREQUAL "signal-unsafe")
   set(args dispatch --preset smoke --transport direct --fabric shm --chaos seed=1 --signal fabric-order
            --json ${json})

@@ -1,5 +1,5 @@
-// `epsuite compare` end to end (docs/results.md 9.2, docs/errors.md 10 exit codes): the real binary on results files written
-// by ResultsWriter, checking exact exit codes and the single error line of bad input.
+// `epsuite compare` end to end (docs/results.md 9.2, docs/errors.md 10 exit codes): the real binary on
+// results files written by ResultsWriter, checking exact exit codes and the single error line of bad input.
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -1,12 +1,14 @@
 # The README worked example of `epsuite ref eplb`, run exactly as documented, checked against the docs/eplb.md 8.2
 # golden phy2log rows. Usage: cmake -DEPSUITE=<path to epsuite> -P ref_eplb_example.cmake (from the
 # source root, where examples/ lives).
-execute_process(COMMAND ${EPSUITE} ref eplb --in examples/eplb_deepseek.json --out /tmp/eplb.json
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+execute_process(COMMAND ${EPSUITE} ref eplb --in ${SOURCE_DIR}/examples/eplb_deepseek.json --out ${WORK_DIR}/eplb.json
                 RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "epsuite ref eplb exited ${rc}: ${err}")
 endif()
-file(READ /tmp/eplb.json doc)
+file(READ ${WORK_DIR}/eplb.json doc)
 set(expected_0 5 6 5 7 8 4 3 4 10 9 10 2 0 1 11 1)
 set(expected_1 7 10 6 8 6 11 8 9 2 4 5 1 5 0 3 1)
 foreach(layer 0 1)

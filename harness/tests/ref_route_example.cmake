@@ -1,12 +1,14 @@
 # The README worked example of `epsuite ref route`, run exactly as documented and checked against the
 # hand computation (harness/tests/ref_route_test.cpp, HandComputedExpertChoice).
-# Usage: cmake -DEPSUITE=<path to epsuite> -P ref_route_example.cmake (from the source root).
-execute_process(COMMAND ${EPSUITE} ref route --in examples/route_ec.json --out /tmp/route.json
+# Usage: cmake -DEPSUITE=<epsuite> -DSOURCE_DIR=<source root> -DWORK_DIR=<scratch dir> -P ref_route_example.cmake
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+execute_process(COMMAND ${EPSUITE} ref route --in ${SOURCE_DIR}/examples/route_ec.json --out ${WORK_DIR}/route.json
                 RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "epsuite ref route exited ${rc}: ${err}")
 endif()
-file(READ /tmp/route.json doc)
+file(READ ${WORK_DIR}/route.json doc)
 # J_i per token: sample 0 (c = 2) then sample 1 (c = 1); tokens 3, 6, 7 are dropped.
 set(expected_0 0 2 3)
 set(expected_1 0 1 2)

@@ -1,6 +1,6 @@
 // The Fabric interface: one-sided puts with 32-bit immediates between the ranks of an MPI communicator
-// (docs/fabrics.md 6.1). Backends: libfabric/ (FI_EP_RDM + FI_RMA), verbs/ (RC write-with-immediate, EFA SRD via
-// efadv), shm/ (puts into peers' shared-memory segments) and chaos/ (a decorator that reorders, splits,
+// (docs/fabrics.md 6.1). Backends: libfabric/ (FI_EP_RDM + FI_RMA), verbs/ (RC write-with-immediate, EFA SRD
+// via efadv), shm/ (puts into peers' shared-memory segments) and chaos/ (a decorator that reorders, splits,
 // delays and withholds, docs/fabrics.md 6.3). Each backend registers itself by name (fabric_registry.hpp).
 //
 // Contract (every backend; conformance/fabric checks it):
@@ -13,8 +13,8 @@
 // lkeys) always have it. Regions live as long as the fabric.
 //
 // Puts. `try_put(op)` posts one put of op.bytes from this rank's (local_region, local_offset) to the
-// peer's (remote_region, remote_offset), optionally carrying a 32-bit immediate (docs/fabrics.md 6.1: at most 32
-// bits even where a provider offers more). It returns true when posted, false under backpressure (the
+// peer's (remote_region, remote_offset), optionally carrying a 32-bit immediate (docs/fabrics.md 6.1: at most
+// 32 bits even where a provider offers more). It returns true when posted, false under backpressure (the
 // caller must poll and try again; nothing was posted), or an error: kInvalidArgument for a bad peer,
 // region, offset range or size (naming the field and its allowed range), kEnvironment for a provider
 // failure. The local source may be reused once its local completion has been returned. A put to this
@@ -33,10 +33,11 @@
 // false otherwise (EFA SRD, the chaos decorator). Nothing orders puts of different initiators.
 //
 // Quiet, flush and barrier. `quiet(deadline)` returns once every put this rank posted before the call has its
-// local completion; it counts outstanding puts (docs/channel.md 7.2) and keeps every completion it drains for later
-// poll calls, so none is lost. `barrier(deadline)` is collective over the fabric's ranks and is itself
+// local completion; it counts outstanding puts (docs/channel.md 7.2) and keeps every completion it drains for
+// later poll calls, so none is lost. `barrier(deadline)` is collective over the fabric's ranks and is itself
 // carried by the fabric (puts with reserved immediates, see kImmReservedKind); its completions never reach
-// the caller. Every wait has a deadline (docs/errors.md 10): expiry returns kEnvironment naming what was awaited.
+// the caller. Every wait has a deadline (docs/errors.md 10): expiry returns kEnvironment naming what was
+// awaited.
 //
 // Immediates whose two top bits are both set (kImmReservedKind) are reserved for the fabric's own barrier;
 // try_put refuses them from callers.
@@ -54,7 +55,8 @@
 
 namespace eps::fabric {
 
-// The largest put any fabric accepts: byte counts travel in 24-bit fields (command channel, docs/channel.md 7.1).
+// The largest put any fabric accepts: byte counts travel in 24-bit fields (command channel,
+// docs/channel.md 7.1).
 inline constexpr std::size_t kMaxPutBytes = (std::size_t{1} << 24) - 1;
 // Immediates with both top bits set are the fabric barrier's (see above).
 inline constexpr std::uint32_t kImmReservedKind = 3;

@@ -54,8 +54,7 @@ Result<int> FabricBase::create(std::size_t bytes) {
   const std::uint64_t mine = bytes;
   std::vector<std::uint64_t> all(static_cast<std::size_t>(size_), 0);
   MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_CHECK(
-      MPI_Iallgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, &request));
+  EPS_MPI_CHECK(MPI_Iallgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, &request));
   EPS_RETURN_IF_ERROR(mpi::wait(&request, Deadline(timeout_seconds_), [this, id] {
     return fmt::format("region {} sizes from {} ranks (fabric {}, rank {})", id, size_, backend_name(),
                        rank_);

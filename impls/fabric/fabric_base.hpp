@@ -10,8 +10,9 @@
 //
 // FabricBase provides the rest of the Fabric contract (fabric.hpp): argument checks with one clear message
 // per field, the outstanding-put count and backpressure at limits().max_outstanding_puts, `quiet` by
-// counting (docs/channel.md 7.2), a stash so that completions drained by quiet or barrier reach the next poll, and a
-// dissemination barrier carried by the fabric itself (reserved immediates; docs/fabrics.md 6.1 `barrier`).
+// counting (docs/channel.md 7.2), a stash so that completions drained by quiet or barrier reach the next
+// poll, and a dissemination barrier carried by the fabric itself (reserved immediates; docs/fabrics.md 6.1
+// `barrier`).
 //
 // Barrier immediates: bits 31-30 = 0b11 (kImmReservedKind), bits 29-24 = round j (message from rank - 2^j),
 // bits 7-0 = barrier sequence mod 256. A rank is never more than one barrier ahead of a peer, so the

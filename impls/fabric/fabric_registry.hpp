@@ -1,5 +1,5 @@
-// The fabric registry: every backend registered by name (docs/architecture.md, house style rule 2), and the one
-// place that turns `--fabric NAME` plus `--chaos SPEC` into a Fabric.
+// The fabric registry: every backend registered by name (docs/architecture.md, house style rule 2), and the
+// one place that turns `--fabric NAME` plus `--chaos SPEC` into a Fabric.
 //
 // A backend folder (impls/fabric/<family>/) defines `void eps_register_fabric_<family>(
 // eps::fabric::FabricRegistry&)` and declares itself in impls/fabric/CMakeLists.txt with

@@ -19,7 +19,8 @@ Status validate_fabric_selection(const FabricSelection& s) {
   if (!s.chaos.empty()) EPS_RETURN_IF_ERROR(parse_chaos(s.chaos).status());
   const std::vector<std::string>& signals = signal_strategy_names();
   if (std::find(signals.begin(), signals.end(), s.signal) == signals.end()) {
-    return invalid_argument("--signal", "must be one of {{{}}}, got '{}'", fmt::join(signals, ", "), s.signal);
+    return invalid_argument("--signal", "must be one of {{{}}}, got '{}'", fmt::join(signals, ", "),
+                            s.signal);
   }
   const bool unordered = !s.chaos.empty() || registry.known_unordered(s.fabric);
   if (s.signal == "fabric-order" && unordered && !s.allow_unsafe) {

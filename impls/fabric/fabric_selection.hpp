@@ -16,10 +16,11 @@
 namespace eps::fabric {
 
 struct FabricSelection {
-  std::string fabric = "shm";   // a registered fabric name (fabric_registry.hpp)
-  std::string signal = "auto";  // fabric-order, imm-seq, recv-count, sender-barrier or auto (signal_strategy.hpp)
-  std::string chaos;            // --chaos spec; empty = no chaos decorator
-  bool allow_unsafe = false;    // permit fabric-order on an unordered fabric (the negative control)
+  std::string fabric = "shm";  // a registered fabric name (fabric_registry.hpp)
+  std::string signal =
+      "auto";         // fabric-order, imm-seq, recv-count, sender-barrier or auto (signal_strategy.hpp)
+  std::string chaos;  // --chaos spec; empty = no chaos decorator
+  bool allow_unsafe = false;  // permit fabric-order on an unordered fabric (the negative control)
 };
 
 Status validate_fabric_selection(const FabricSelection& selection);

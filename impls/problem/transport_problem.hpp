@@ -1,6 +1,6 @@
-// A dispatch/combine problem shared by the transport conformance suite and `epsuite bench` (docs/dispatch.md 5),
-// regenerated from seeds on every rank (docs/numerics.md 2.1, house style rule 8): any rank knows every peer's routing
-// and payloads, so its expected outputs come from reference/dispatch without communication.
+// A dispatch/combine problem shared by the transport conformance suite and `epsuite bench` (docs/dispatch.md
+// 5), regenerated from seeds on every rank (docs/numerics.md 2.1, house style rule 8): any rank knows every
+// peer's routing and payloads, so its expected outputs come from reference/dispatch without communication.
 //
 // - Shape: R ranks, E experts (a multiple of R), K, H, T_max, expert alignment, payload dtype, and the
 //   emulated node size of ht-two-level.
@@ -8,9 +8,10 @@
 //   "zero-token-ranks" (uniform routing; every even rank has no tokens, so R = 1 has none at all).
 //   Tokens per rank are drawn in [0, T_max] from the seed (reference/data tokens_per_rank), unless the
 //   shape fixes them (`tokens_per_rank`, what `epsuite bench` sweeps).
-// - Routing of (rank, step) from `routing_seed`; payloads x from `payload_seed` (bf16 values of docs/numerics.md 2.2,
-//   quantized per token for fp8, docs/numerics.md 1.2). Two problems with one routing seed and different payload
-//   seeds model a cached dispatch with new activations.
+// - Routing of (rank, step) from `routing_seed`; payloads x from `payload_seed` (bf16 values of
+// docs/numerics.md 2.2,
+//   quantized per token for fp8, docs/numerics.md 1.2). Two problems with one routing seed and different
+//   payload seeds model a cached dispatch with new activations.
 //
 // Expert-side functions (cheap, deterministic, exact where it matters): the transport suite feeds combine
 // with `transform_row` of the received row — the row's values (bf16, or fp8 code x scale in fp32) times
@@ -45,9 +46,9 @@ struct ProblemShape {
   int tokens_per_rank = -1;  // >= 0: every rank has exactly this many tokens (benchmarks); -1: drawn
 };
 
-// The suite's default shape at R ranks (docs/dispatch.md 5.7 small shapes): E = R * ceil(16 / R) (at least 2 local
-// experts), K = 4 (K = max(4, R) for "spread", which needs K >= R), H = 256, T_max = 64, nodes of 2 ranks
-// when R is even, else one node.
+// The suite's default shape at R ranks (docs/dispatch.md 5.7 small shapes): E = R * ceil(16 / R) (at least 2
+// local experts), K = 4 (K = max(4, R) for "spread", which needs K >= R), H = 256, T_max = 64, nodes of 2
+// ranks when R is even, else one node.
 ProblemShape default_shape(int ranks, const std::string& workload, dispatch::PayloadType dtype);
 
 transport::TransportConfig transport_config(const ProblemShape& shape, double timeout_seconds);

@@ -1,6 +1,6 @@
 // JSON files and fields for the CLI edge. Reading names the file and the parse position on failure;
-// writing is atomic (temp file + rename, docs/results.md 9.1). Field accessors name the full field path and the
-// allowed range in every error (docs/errors.md 10), e.g. "router.k: must be in [1, 64], got 0".
+// writing is atomic (temp file + rename, docs/results.md 9.1). Field accessors name the full field path and
+// the allowed range in every error (docs/errors.md 10), e.g. "router.k: must be in [1, 64], got 0".
 #pragma once
 
 #include <cstdint>

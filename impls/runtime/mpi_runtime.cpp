@@ -182,7 +182,7 @@ Status alltoallv(const void* send, std::span<const int> send_counts, std::span<c
   for (int c : recv_counts) expected += c;
   MPI_Request request = MPI_REQUEST_NULL;
   EPS_MPI_CHECK(MPI_Ialltoallv(send, send_counts.data(), send_displs.data(), send_type, recv,
-                                         recv_counts.data(), recv_displs.data(), recv_type, comm, &request));
+                               recv_counts.data(), recv_displs.data(), recv_type, comm, &request));
   return wait(&request, deadline, [comm, expected] {
     return fmt::format("{} (expecting {} elements in total from all peers)",
                        describe_collective("MPI_Ialltoallv", comm), expected);
@@ -193,7 +193,8 @@ Result<MPI_Comm> comm_dup(MPI_Comm comm, const Deadline& deadline) {
   MPI_Comm dup = MPI_COMM_NULL;
   MPI_Request request = MPI_REQUEST_NULL;
   EPS_MPI_CHECK(MPI_Comm_idup(comm, &dup, &request));
-  EPS_RETURN_IF_ERROR(wait(&request, deadline, [comm] { return describe_collective("MPI_Comm_idup", comm); }));
+  EPS_RETURN_IF_ERROR(
+      wait(&request, deadline, [comm] { return describe_collective("MPI_Comm_idup", comm); }));
   return dup;
 }
 
@@ -258,12 +259,14 @@ Result<NodeLayout> node_layout(MPI_Comm comm, const Deadline& deadline) {
   return layout;
 }
 
-Result<std::vector<int>> allgather_int(int local, MPI_Comm comm, const Deadline& deadline, std::string_view what) {
+Result<std::vector<int>> allgather_int(int local, MPI_Comm comm, const Deadline& deadline,
+                                       std::string_view what) {
   std::vector<int> all(static_cast<std::size_t>(comm_size(comm)));
   MPI_Request request = MPI_REQUEST_NULL;
   EPS_MPI_CHECK(MPI_Iallgather(&local, 1, MPI_INT, all.data(), 1, MPI_INT, comm, &request));
   EPS_RETURN_IF_ERROR(wait(&request, deadline, [comm, what] {
-    return describe_collective(what.empty() ? "MPI_Iallgather" : fmt::format("MPI_Iallgather of {}", what), comm);
+    return describe_collective(what.empty() ? "MPI_Iallgather" : fmt::format("MPI_Iallgather of {}", what),
+                               comm);
   }));
   return all;
 }
@@ -277,9 +280,10 @@ Result<std::vector<std::string>> allgather_string(const std::string& local, MPI_
   std::string all(static_cast<std::size_t>(displs.back() + lengths.back()), '\0');
   MPI_Request request = MPI_REQUEST_NULL;
   EPS_MPI_CHECK(MPI_Iallgatherv(local.data(), static_cast<int>(local.size()), MPI_CHAR, all.data(),
-                                          lengths.data(), displs.data(), MPI_CHAR, comm, &request));
+                                lengths.data(), displs.data(), MPI_CHAR, comm, &request));
   EPS_RETURN_IF_ERROR(wait(&request, deadline, [comm, what] {
-    return describe_collective(what.empty() ? "MPI_Iallgatherv" : fmt::format("MPI_Iallgatherv of {}", what), comm);
+    return describe_collective(what.empty() ? "MPI_Iallgatherv" : fmt::format("MPI_Iallgatherv of {}", what),
+                               comm);
   }));
   std::vector<std::string> out;
   for (std::size_t r = 0; r < lengths.size(); ++r) out.push_back(all.substr(displs[r], lengths[r]));

@@ -1,4 +1,5 @@
-// MPI bootstrap of `epsuite` and of the conformance suite (docs/architecture.md rules 3 and 6; docs/errors.md 10).
+// MPI bootstrap of `epsuite` and of the conformance suite (docs/architecture.md rules 3 and 6; docs/errors.md
+// 10).
 //
 // Lifecycle: `mpi::init` once (MPI_Init_thread with MPI_THREAD_MULTIPLE; a library that provides less
 // is an environment error, exit 3), then the accessors, then `mpi::finalize(local_exit_code)`, which
@@ -8,8 +9,8 @@
 //
 // Failing without hanging the others: an error that only some ranks see (a timeout, a peer failure,
 // a failed MPI call) goes through `mpi::fatal`, which prints the diagnostic with host and rank and calls
-// MPI_Abort with the docs/errors.md 10 exit code; mpirun then ends every rank and exits with that code. Errors
-// that every rank sees alike (bad flags) go through `agree_exit_code`, which lets the lowest failing
+// MPI_Abort with the docs/errors.md 10 exit code; mpirun then ends every rank and exits with that code.
+// Errors that every rank sees alike (bad flags) go through `agree_exit_code`, which lets the lowest failing
 // rank print once and returns the maximum code on every rank.
 //
 // Every wait has a deadline (impls/runtime/deadline.hpp): `barrier` and `alltoallv` post the non-blocking
@@ -138,7 +139,7 @@ void root_print(fmt::format_string<Args...> format, Args&&... args) {
 }  // namespace eps
 
 // Ends the job (mpi::fatal, exit 3) when an MPI call fails; names the call, file, line, host and rank.
-#define EPS_MPI_CHECK_OR_ABORT(call)                                                         \
+#define EPS_MPI_CHECK_OR_ABORT(call)                                                \
   do {                                                                              \
     const int eps_mpi_rc_ = (call);                                                 \
     if (eps_mpi_rc_ != MPI_SUCCESS)                                                 \
@@ -146,7 +147,7 @@ void root_print(fmt::format_string<Args...> format, Args&&... args) {
   } while (0)
 
 // Returns the failed Status (kEnvironment, same message) from the enclosing function instead.
-#define EPS_MPI_CHECK(call)                                                                 \
+#define EPS_MPI_CHECK(call)                                                                           \
   do {                                                                                                \
     const int eps_mpi_rc_ = (call);                                                                   \
     if (eps_mpi_rc_ != MPI_SUCCESS) return ::eps::mpi::check(eps_mpi_rc_, #call, __FILE__, __LINE__); \

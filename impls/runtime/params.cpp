@@ -27,34 +27,40 @@ std::vector<ParamSpec> make_catalog() {
   c.push_back({.name = "strict",
                .kind = ParamKind::kSwitch,
                .default_text = "false",
-               .help = "Fail when a transport, fabric or device named on the command line is unavailable here "
-                       "(docs/errors.md 10.1); without it that is reported and skipped"});
-  c.push_back({.name = "json",
-               .kind = ParamKind::kString,
-               .default_text = "",
-               .help = "Also write the machine-readable output (docs/results.md 9.1) to this file, atomically; '-' = "
-                       "stdout"});
+               .help =
+                   "Fail when a transport, fabric or device named on the command line is unavailable here "
+                   "(docs/errors.md 10.1); without it that is reported and skipped"});
+  c.push_back(
+      {.name = "json",
+       .kind = ParamKind::kString,
+       .default_text = "",
+       .help = "Also write the machine-readable output (docs/results.md 9.1) to this file, atomically; '-' = "
+               "stdout"});
   c.push_back({.name = "transport",
                .kind = ParamKind::kString,
                .default_text = "all",
                .help =
                    "Transports to run: 'all' (every registered one) or a comma-separated list of registered "
                    "names (impls/transport/registry.hpp)"});
-  c.push_back({.name = "fabric",
-               .kind = ParamKind::kString,
-               .default_text = "shm",
-               .help = "Fabric of the transports that use one (direct): shm, libfabric:shm, libfabric:tcp, "
-                       "libfabric:efa, libfabric:verbs, verbs:rc, verbs:efa (impls/fabric, docs/fabrics.md 6.1)"});
-  c.push_back({.name = "signal",
-               .kind = ParamKind::kChoice,
-               .default_text = "auto",
-               .help = "Signal strategy (docs/fabrics.md 6.2); auto = fabric-order on ordered fabrics, else imm-seq",
-               .choices = {"auto", "fabric-order", "imm-seq", "recv-count", "sender-barrier"}});
-  c.push_back({.name = "chaos",
-               .kind = ParamKind::kString,
-               .default_text = "",
-               .help = "Wrap the fabric in the chaos decorator (docs/fabrics.md 6.3): seed=S[,window=W,split=B,delay=D,"
-                       "empty=P,backpressure=P]; empty = off"});
+  c.push_back(
+      {.name = "fabric",
+       .kind = ParamKind::kString,
+       .default_text = "shm",
+       .help = "Fabric of the transports that use one (direct): shm, libfabric:shm, libfabric:tcp, "
+               "libfabric:efa, libfabric:verbs, verbs:rc, verbs:efa (impls/fabric, docs/fabrics.md 6.1)"});
+  c.push_back(
+      {.name = "signal",
+       .kind = ParamKind::kChoice,
+       .default_text = "auto",
+       .help = "Signal strategy (docs/fabrics.md 6.2); auto = fabric-order on ordered fabrics, else imm-seq",
+       .choices = {"auto", "fabric-order", "imm-seq", "recv-count", "sender-barrier"}});
+  c.push_back(
+      {.name = "chaos",
+       .kind = ParamKind::kString,
+       .default_text = "",
+       .help =
+           "Wrap the fabric in the chaos decorator (docs/fabrics.md 6.3): seed=S[,window=W,split=B,delay=D,"
+           "empty=P,backpressure=P]; empty = off"});
   c.push_back({.name = "allow-unsafe",
                .kind = ParamKind::kSwitch,
                .default_text = "false",

@@ -94,8 +94,9 @@ Status agree_on_shuffle_seed() {
 
 Result<std::vector<RankFailure>> gather_failures(const std::vector<RankFailure>& local, MPI_Comm comm,
                                                  const Deadline& deadline, std::string_view test) {
-  EPS_ASSIGN_OR_RETURN(std::vector<std::string> texts,
-                       mpi::allgather_string(encode(local), comm, deadline, fmt::format("the results of test {}", test)));
+  EPS_ASSIGN_OR_RETURN(
+      std::vector<std::string> texts,
+      mpi::allgather_string(encode(local), comm, deadline, fmt::format("the results of test {}", test)));
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   std::vector<RankFailure> all;
@@ -156,7 +157,8 @@ TestCounts last_test_counts() {
     const testing::TestSuite& suite = *unit.GetTestSuite(s);
     for (int t = 0; t < suite.total_test_count(); ++t) {
       const testing::TestInfo& test = *suite.GetTestInfo(t);
-      if (test.result()->Failed()) counts.failed_tests.push_back(fmt::format("{}.{}", suite.name(), test.name()));
+      if (test.result()->Failed())
+        counts.failed_tests.push_back(fmt::format("{}.{}", suite.name(), test.name()));
     }
   }
   return counts;

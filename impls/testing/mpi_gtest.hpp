@@ -63,7 +63,7 @@ int run_tests(const std::vector<std::string>& gtest_flags);
 struct TestCounts {
   int passed = 0;
   int failed = 0;
-  int skipped = 0;  // unavailable here (with the reason in the report)
+  int skipped = 0;                        // unavailable here (with the reason in the report)
   std::vector<std::string> failed_tests;  // "Suite.Name" of each failed test
 };
 TestCounts last_test_counts();
@@ -76,13 +76,13 @@ int test_main(int argc, char** argv);
 
 // Skips the current test as `unavailable` (docs/errors.md 10.1); under --strict it fails instead when
 // `selected` says the user asked for the missing transport, fabric or device by name.
-#define EPS_SKIP_UNAVAILABLE(selected, reason)                                 \
-  switch (0)                                                                   \
-  case 0:                                                                      \
-  default:                                                                     \
-    if (::eps::mpitest::strict() && (selected)) {                              \
+#define EPS_SKIP_UNAVAILABLE(selected, reason)                                     \
+  switch (0)                                                                       \
+  case 0:                                                                          \
+  default:                                                                         \
+    if (::eps::mpitest::strict() && (selected)) {                                  \
       GTEST_FAIL() << "--strict: a selected backend is unavailable: " << (reason); \
-    } else                                                                     \
+    } else                                                                         \
       GTEST_SKIP() << "unavailable: " << (reason)
 
 #define EPS_ASSERT_OK(expr)                                                                                  \

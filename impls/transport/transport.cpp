@@ -80,7 +80,8 @@ Status validate_config(const TransportConfig& c, int num_ranks, const Capabiliti
     return invalid_argument("dtype", "{} payloads are not supported by this transport", dtype_name(c.dtype));
   }
   if (c.dtype == PayloadType::kFp8 && c.hidden % dispatch::kFp8GroupSize != 0) {
-    return invalid_argument("hidden", "must be a multiple of 128 for fp8 (docs/numerics.md 1.2), got {}", c.hidden);
+    return invalid_argument("hidden", "must be a multiple of 128 for fp8 (docs/numerics.md 1.2), got {}",
+                            c.hidden);
   }
   if (c.max_tokens_per_rank < 0 || c.max_tokens_per_rank > caps.max_tokens_per_rank) {
     return out_of_range("max_tokens_per_rank", 0, caps.max_tokens_per_rank, c.max_tokens_per_rank);

@@ -1,4 +1,5 @@
-// The Transport interface: dispatch and combine of docs/dispatch.md 5 between the ranks of an MPI communicator.
+// The Transport interface: dispatch and combine of docs/dispatch.md 5 between the ranks of an MPI
+// communicator.
 //
 // A transport moves token rows from the ranks that own tokens ("source side") to the ranks that own
 // their experts ("expert side", dispatch) and the expert outputs back (combine). Each backend lives in
@@ -9,34 +10,38 @@
 //
 // Setup. `TransportConfig` fixes the shapes for the transport's lifetime: E experts spread over the R ranks
 // of `comm` (expert e on rank e / L, local index e % L, L = E / R), top-k K, hidden H, the payload dtype
-// (bf16 rows, or fp8 e4m3fn codes plus H/128 fp32 scales, docs/numerics.md 1.2), T_max (the largest T_r any call may
-// pass, docs/dispatch.md 5.4) and the expert alignment of docs/dispatch.md 5.2/5.3. Creating a transport is collective over
-// `comm`. Errors are kInvalidArgument naming the field and its range.
+// (bf16 rows, or fp8 e4m3fn codes plus H/128 fp32 scales, docs/numerics.md 1.2), T_max (the largest T_r any
+// call may pass, docs/dispatch.md 5.4) and the expert alignment of docs/dispatch.md 5.2/5.3. Creating a
+// transport is collective over `comm`. Errors are kInvalidArgument naming the field and its range.
 //
 // Dispatch (`dispatch`, collective): every rank passes its T_r tokens (DispatchInput: x, fp8 scales,
 // topk_idx with -1 = masked slot, topk_weights) and caller-owned output buffers (DispatchOutput) sized
 // for the chosen layout with `recv_capacity_rows` (rows beyond what a call writes are left untouched, so
 // buffers pre-filled with NaN stay NaN there). Layouts:
-// - kHtRankMajor (docs/dispatch.md 5.2): one row per (r, t) with this rank in dst_ranks(r, t), ordered (r, t);
+// - kHtRankMajor (docs/dispatch.md 5.2): one row per (r, t) with this rank in dst_ranks(r, t), ordered (r,
+// t);
 //   recv_topk_idx [rows, K] holds the local expert index where the slot's expert lives here, else -1 with
 //   weight +0.0f; num_recv_tokens_per_expert [L] counts valid local slots rounded up to the alignment.
-// - kHtExpertMajor (docs/dispatch.md 5.3): one row per (local expert l, r, t), sorted, each expert's segment zero-padded
+// - kHtExpertMajor (docs/dispatch.md 5.3): one row per (local expert l, r, t), sorted, each expert's segment
+// zero-padded
 //   to the alignment (padding rows: zero bytes, zero scales, weight +0.0f); recv_weights [rows] is the slot
 //   weight of each row; num_recv_tokens_per_expert [L] is each segment's (aligned) length.
-// - kLl (docs/dispatch.md 5.4): packed_recv_x [L, C, row] with C = R * T_max, packed_recv_count [L], src_info [L, C]
+// - kLl (docs/dispatch.md 5.4): packed_recv_x [L, C, row] with C = R * T_max, packed_recv_count [L], src_info
+// [L, C]
 //   (source token of each packed row), layout_range [L, R] (begin, count per source rank). A transport
 //   whose capabilities say `ll_ordered` puts blocks in ascending r and rows in ascending t.
-// The returned DispatchHandle holds what combine needs (who sent which row) and the docs/dispatch.md 5.1 layout of
-// this rank's tokens (`layout()`), plus the number of rows written (`num_recv_rows()`, HT layouts).
+// The returned DispatchHandle holds what combine needs (who sent which row) and the docs/dispatch.md 5.1
+// layout of this rank's tokens (`layout()`), plus the number of rows written (`num_recv_rows()`, HT layouts).
 //
 // Cached dispatch (`dispatch_cached`, collective): re-sends new payloads (x, scales) along the routing of
 // an earlier handle without exchanging counts again; its outputs are bit-equal to those of a fresh
-// dispatch with that routing and these payloads (docs/dispatch.md 5.2). input.topk_idx / topk_weights are ignored.
+// dispatch with that routing and these payloads (docs/dispatch.md 5.2). input.topk_idx / topk_weights are
+// ignored.
 //
 // Combine (`combine`, collective) with a handle from this transport, on the tree named in CombineInput:
 // - kHtRank / kHtTwoLevel (after kHtRankMajor): x [rows, H] bf16 holds one pre-weighted partial per
-//   received row; optional bias0 / bias1 [T_r, H]; the result follows docs/dispatch.md 5.5 (two-level: nodes are
-//   groups of config.ranks_per_node consecutive ranks).
+//   received row; optional bias0 / bias1 [T_r, H]; the result follows docs/dispatch.md 5.5 (two-level: nodes
+//   are groups of config.ranks_per_node consecutive ranks).
 // - kLlWeighted (after kHtExpertMajor: x [rows, H]; after kLl: x [L, C, H]): x holds the expert output
 //   y of each received row; the source computes bf16(sum over valid k ascending of w_k * y_k), exact 0
 //   for a token without a valid slot.
@@ -44,8 +49,9 @@
 // receives the input weights of valid slots and +0.0f for masked ones (docs/dispatch.md 5.5).
 //
 // Handles stay valid until destroyed and are independent: dispatch A, dispatch B, combine A, combine B
-// is allowed (docs/dispatch.md 5.7). Every wait is bounded by config.timeout_seconds (docs/errors.md 10); on expiry a call
-// returns kEnvironment naming the operation, peer count and rank, and the communicator is unusable.
+// is allowed (docs/dispatch.md 5.7). Every wait is bounded by config.timeout_seconds (docs/errors.md 10); on
+// expiry a call returns kEnvironment naming the operation, peer count and rank, and the communicator is
+// unusable.
 //
 // Memory: spans are host memory for now (`Capabilities::memory`); a device-memory transport declares
 // MemoryKind::kDevice and receives device pointers in the same spans.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace eps::transport {
 
 Status check_dispatch_input(const TransportConfig& config, const DispatchInput& in, bool need_routing) {
@@ -48,12 +50,14 @@ Status check_token_routing(int top_k, const DispatchInput& in) {
       const int e = in.topk_idx[row + k];
       if (e < 0) continue;
       if (std::isnan(in.topk_weights[row + k])) {
-        return invalid_argument("topk_weights", "entry {} (token {}, slot {}) must not be NaN", row + k, t, k);
+        return invalid_argument("topk_weights", "entry {} (token {}, slot {}) must not be NaN", row + k, t,
+                                k);
       }
       for (std::size_t j = 0; j < k; ++j) {
         if (in.topk_idx[row + j] == e) {
-          return invalid_argument("topk_idx", "token {} names expert {} in slots {} and {}; each expert at most once",
-                                  t, e, j, k);
+          return invalid_argument("topk_idx",
+                                  "token {} names expert {} in slots {} and {}; each expert at most once", t,
+                                  e, j, k);
         }
       }
     }
@@ -232,7 +236,8 @@ void count_rank_major(const TransportConfig& config, int num_ranks, std::int64_t
   }
 }
 
-// docs/dispatch.md 5.5 ht-rank / ht-two-level: visiting q ascending adds each token's rows in the prescribed order.
+// docs/dispatch.md 5.5 ht-rank / ht-two-level: visiting q ascending adds each token's rows in the prescribed
+// order.
 void reduce_ht(const TransportConfig& config, int num_ranks, int num_tokens, CombineTree tree,
                std::span<const int> peer_begin, std::span<const int> record_token,
                std::span<const bf16* const> rows, std::span<const bf16> bias0, std::span<const bf16> bias1,
@@ -293,6 +298,41 @@ void reduce_ll(const TransportConfig& config, int num_tokens, std::span<const fl
 void write_combined_weights(std::span<const int> topk_idx, std::span<const float> topk_weights,
                             std::span<float> out) {
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = topk_idx[i] >= 0 ? topk_weights[i] : 0.0f;
+}
+
+RoutedTransport::RoutedTransport(const TransportConfig& config, Capabilities caps, int rank, int size)
+    : config_(config), caps_(std::move(caps)), rank_(rank), size_(size) {}
+
+Result<std::unique_ptr<DispatchHandle>> RoutedTransport::dispatch(Layout layout, const DispatchInput& in,
+                                                                  const DispatchOutput& out) {
+  if (!caps_.supports(layout)) {
+    std::vector<std::string_view> declared;
+    for (Layout l : caps_.layouts) declared.push_back(layout_name(l));
+    return invalid_argument("layout", "{} declares no {} dispatch (declared: {})", name(),
+                            layout_name(layout), fmt::join(declared, ", "));
+  }
+  EPS_RETURN_IF_ERROR(check_dispatch_input(config_, in, true));
+  EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, layout, out));
+  std::unique_ptr<RoutedHandle> h = make_handle();
+  start_dispatch(*h, layout, this, config_, size_, rank_, in);
+  EPS_RETURN_IF_ERROR(run_dispatch(*h, in, out));
+  return std::unique_ptr<DispatchHandle>(std::move(h));
+}
+
+Status RoutedTransport::dispatch_cached(const DispatchHandle& handle, const DispatchInput& in,
+                                        const DispatchOutput& out) {
+  EPS_ASSIGN_OR_RETURN(const RoutedHandle* h, owned_handle<RoutedHandle>(handle, this, name()));
+  EPS_RETURN_IF_ERROR(check_cached_dispatch(config_, size_, *h, in, out));
+  return run_cached_dispatch(*h, in, out);
+}
+
+Status RoutedTransport::combine(const DispatchHandle& handle, const CombineInput& in,
+                                const CombineOutput& out) {
+  EPS_ASSIGN_OR_RETURN(const RoutedHandle* h, owned_handle<RoutedHandle>(handle, this, name()));
+  EPS_RETURN_IF_ERROR(check_combine_args(config_, size_, *h, h->num_tokens, in, out));
+  EPS_RETURN_IF_ERROR(run_combine(*h, in, out));
+  write_combined_weights(h->topk_idx, h->topk_weights, out.combined_weights);
+  return Status();
 }
 
 }  // namespace eps::transport

@@ -1,6 +1,7 @@
 // Pieces every transport backend shares (mpi, direct, ...): argument checks of the Transport contract,
-// the docs/dispatch.md 5.1 layout of a rank's own tokens, the receive-side routing of rank-major rows, and the
-// source-side reductions of the docs/dispatch.md 5.5 combine trees. Backends differ in how bytes move, not in these.
+// the docs/dispatch.md 5.1 layout of a rank's own tokens, the receive-side routing of rank-major rows, and
+// the source-side reductions of the docs/dispatch.md 5.5 combine trees. Backends differ in how bytes move,
+// not in these.
 //
 // Reductions take one pointer per returned record (the bf16 row [H] a peer sent back for one dispatched
 // record), so a backend can reduce straight from wherever the rows landed:
@@ -21,8 +22,8 @@
 namespace eps::transport {
 
 // The source side of one dispatch, which every backend's handle starts from: the caller's routing, the
-// docs/dispatch.md 5.1 layout of these tokens, and the records to send in send order. Keys group the records: the
-// destination rank q for rank-major (one record per (q, t), t ascending), the global expert e = q * L + l
+// docs/dispatch.md 5.1 layout of these tokens, and the records to send in send order. Keys group the records:
+// the destination rank q for rank-major (one record per (q, t), t ascending), the global expert e = q * L + l
 // for the slot layouts (one record per valid (t, k), t ascending), so records go by q, then l, then t.
 class RoutedHandle : public DispatchHandle {
  public:
@@ -40,6 +41,44 @@ class RoutedHandle : public DispatchHandle {
   std::vector<int> send_slot;            // per record: k, or -1 for rank-major records
   std::vector<int> key_begin;            // [keys + 1]: first record of each key
   std::int64_t num_rows = 0;             // rows written to the caller's receive buffers
+};
+
+// The frame of the transports that start from a RoutedHandle (mpi, direct): it owns the shapes, the
+// declared capabilities and the wire counters, checks every argument of the Transport contract once (an
+// undeclared layout, the inputs, the output sizes, a handle of another transport, the combine arguments),
+// builds the source side of a fresh dispatch (start_dispatch) and writes the combined weights, so a backend
+// only moves rows. Backends downcast the RoutedHandle they made (make_handle) with static_cast.
+class RoutedTransport : public Transport {
+ public:
+  const Capabilities& capabilities() const final { return caps_; }
+  const TransportConfig& config() const final { return config_; }
+  WireBytes wire_bytes() const final { return wire_; }
+  Result<std::unique_ptr<DispatchHandle>> dispatch(Layout layout, const DispatchInput& input,
+                                                   const DispatchOutput& output) final;
+  Status dispatch_cached(const DispatchHandle& handle, const DispatchInput& input,
+                         const DispatchOutput& output) final;
+  Status combine(const DispatchHandle& handle, const CombineInput& input, const CombineOutput& output) final;
+
+ protected:
+  RoutedTransport(const TransportConfig& config, Capabilities caps, int rank, int size);
+
+  // An empty handle of the backend's own type.
+  virtual std::unique_ptr<RoutedHandle> make_handle() const = 0;
+  // A fresh dispatch: `handle` holds the source side; the backend moves the rows and fills its part.
+  virtual Status run_dispatch(RoutedHandle& handle, const DispatchInput& input,
+                              const DispatchOutput& output) = 0;
+  // New payloads along the routing of `handle` (docs/dispatch.md 5.2).
+  virtual Status run_cached_dispatch(const RoutedHandle& handle, const DispatchInput& input,
+                                     const DispatchOutput& output) = 0;
+  // The expert outputs back to their sources, reduced on the tree of `input` into output.out.
+  virtual Status run_combine(const RoutedHandle& handle, const CombineInput& input,
+                             const CombineOutput& output) = 0;
+
+  TransportConfig config_;
+  Capabilities caps_;
+  int rank_;
+  int size_;
+  WireBytes wire_;  // the backend adds what it puts on and takes off the wire
 };
 
 // Fills `h` for a fresh dispatch of `input` (already checked) by `owner`.
@@ -72,8 +111,8 @@ Status check_dispatch_output(const TransportConfig& config, int num_ranks, Layou
 Status check_combine_args(const TransportConfig& config, int num_ranks, const DispatchHandle& handle,
                           int num_tokens, const CombineInput& input, const CombineOutput& output);
 
-// docs/dispatch.md 5.1 for `topk_idx` [T, K] of this rank: tokens per rank, per expert, is_token_in_rank. The rank
-// prefix matrix (which needs every rank's counts) is left empty: see rank_prefix_matrix.
+// docs/dispatch.md 5.1 for `topk_idx` [T, K] of this rank: tokens per rank, per expert, is_token_in_rank. The
+// rank prefix matrix (which needs every rank's counts) is left empty: see rank_prefix_matrix.
 dispatch::DispatchLayout local_layout(const TransportConfig& config, int num_ranks, int rank, int num_tokens,
                                       std::span<const int> topk_idx);
 // [i][j] = tokens rank j receives from ranks 0..i, from every rank's num_tokens_per_rank ([R][R], row =

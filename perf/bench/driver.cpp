@@ -16,7 +16,8 @@ void register_builtin_bench_ops(BenchOpRegistry& registry);
 Status Measurement::sync(const Deadline& deadline) { return mpi::barrier(MPI_COMM_WORLD, deadline); }
 
 void BenchOpRegistry::add(BenchOp op) {
-  if (find(op.name) != nullptr) throw std::logic_error(fmt::format("bench op '{}' registered twice", op.name));
+  if (find(op.name) != nullptr)
+    throw std::logic_error(fmt::format("bench op '{}' registered twice", op.name));
   ops_.push_back(std::move(op));
 }
 
@@ -61,8 +62,9 @@ std::vector<ParamSpec> driver_param_specs() {
   s.push_back({.name = "check",
                .kind = ParamKind::kSwitch,
                .default_text = "false",
-               .help = "Check every iteration bit-exactly against the references: each iteration gets its own "
-                       "payload and poisoned outputs (#wrong; exit 1 on any)",
+               .help =
+                   "Check every iteration bit-exactly against the references: each iteration gets its own "
+                   "payload and poisoned outputs (#wrong; exit 1 on any)",
                .short_flag = 'c'});
   s.push_back({.name = "seed",
                .kind = ParamKind::kInteger,
@@ -78,7 +80,8 @@ std::vector<ParamSpec> bench_param_specs() {
   std::vector<ParamSpec> all = driver_param_specs();
   for (const std::string& name : bench_ops().names()) {
     for (ParamSpec& spec : bench_ops().find(name)->params()) {
-      const bool known = std::any_of(all.begin(), all.end(), [&](const ParamSpec& s) { return s.name == spec.name; });
+      const bool known =
+          std::any_of(all.begin(), all.end(), [&](const ParamSpec& s) { return s.name == spec.name; });
       if (!known) all.push_back(std::move(spec));
     }
   }
@@ -101,12 +104,14 @@ Status refuse_foreign_flags(const Params& params, const BenchOp& op) {
   for (const ParamSpec& spec : bench_param_specs()) {
     if (std::find(own.begin(), own.end(), spec.name) != own.end()) continue;
     if (params.source(spec.name) == ParamSource::kFlag) {
-      return invalid_argument(flag_name(spec), "is not a flag of 'bench {}' (see epsuite bench --help)", op.name);
+      return invalid_argument(flag_name(spec), "is not a flag of 'bench {}' (see epsuite bench --help)",
+                              op.name);
     }
   }
   if (params.string("json") == "-") {
-    return invalid_argument("--json", "bench writes its results to a file (the table goes to stdout); '-' is "
-                                      "not supported here");
+    return invalid_argument("--json",
+                            "bench writes its results to a file (the table goes to stdout); '-' is "
+                            "not supported here");
   }
   return Status();
 }
@@ -155,20 +160,24 @@ class Driver {
     op_config["op"] = request_.op;
     const BenchContext context{params_, request_.op, params_.header_block(own)};
     const Status flags = refuse_foreign_flags(params_, op);
-    Result<std::vector<SeriesPlan>> plans = flags.ok() ? op.plan(context, op_config) : Result<std::vector<SeriesPlan>>(flags);
+    Result<std::vector<SeriesPlan>> plans =
+        flags.ok() ? op.plan(context, op_config) : Result<std::vector<SeriesPlan>>(flags);
     outcome_.exit_code = mpi::agree_exit_code(plans.status(), agree_deadline);
-    if (outcome_.exit_code == 0) outcome_.exit_code = mpi::agree_exit_code(start_writer(op_config), agree_deadline);
+    if (outcome_.exit_code == 0)
+      outcome_.exit_code = mpi::agree_exit_code(start_writer(op_config), agree_deadline);
     if (outcome_.exit_code != 0) return outcome_;
     bool passed = true;
     Status unavailable;
     for (SeriesPlan& plan : *plans) {
       const std::size_t skipped = outcome_.unavailable.size();
       passed = run_series(plan) && passed;
-      if (plan.named && params_.enabled("strict") && outcome_.unavailable.size() > skipped && unavailable.ok()) {
+      if (plan.named && params_.enabled("strict") && outcome_.unavailable.size() > skipped &&
+          unavailable.ok()) {
         unavailable = Status(StatusCode::kUnavailable, "--strict: " + outcome_.unavailable.back());
       }
     }
-    const Status verdict = passed ? Status() : Status(StatusCode::kCheckFailed, "bench -c found wrong results");
+    const Status verdict =
+        passed ? Status() : Status(StatusCode::kCheckFailed, "bench -c found wrong results");
     outcome_.exit_code = mpi::agree_exit_code(!unavailable.ok() ? unavailable : verdict, agree_deadline);
     return outcome_;
   }
@@ -194,7 +203,8 @@ class Driver {
     if (!series.ok()) mpi::fatal(series.status());
     print((*series)->header());
     bool passed = true;
-    for (int index = 0; index < (*series)->num_points(); ++index) passed = run_point(**series, index) && passed;
+    for (int index = 0; index < (*series)->num_points(); ++index)
+      passed = run_point(**series, index) && passed;
     return passed;
   }
 
@@ -264,7 +274,8 @@ Result<CheckOutcome> agree_check_outcome(const Mismatches& local, const Deadline
     const std::size_t split = all[r].find('\n');
     const std::int64_t n = std::stoll(all[r].substr(0, split));
     outcome.mismatches += n;
-    if (n > 0 && !outcome.first_mismatch) outcome.first_mismatch = fmt::format("rank {}: {}", r, all[r].substr(split + 1));
+    if (n > 0 && !outcome.first_mismatch)
+      outcome.first_mismatch = fmt::format("rank {}: {}", r, all[r].substr(split + 1));
   }
   outcome.passed = outcome.mismatches == 0;
   return outcome;
@@ -274,9 +285,10 @@ BenchOutcome run_bench(const Params& params, const BenchRequest& request) {
   const BenchOp* op = bench_ops().find(request.op);
   if (op == nullptr) {
     BenchOutcome outcome;
-    outcome.exit_code = mpi::agree_exit_code(
-        invalid_argument("OP", "unknown bench op '{}'; registered: {}", request.op, fmt::join(bench_ops().names(), ", ")),
-        Deadline(params.number("timeout")));
+    outcome.exit_code =
+        mpi::agree_exit_code(invalid_argument("OP", "unknown bench op '{}'; registered: {}", request.op,
+                                              fmt::join(bench_ops().names(), ", ")),
+                             Deadline(params.number("timeout")));
     return outcome;
   }
   return Driver(params, request).run(*op);

@@ -39,8 +39,8 @@ struct BenchRequest {
 
 struct BenchOutcome {
   int exit_code = 0;
-  std::vector<CaseResult> cases;             // every measured case (rank 0 and the others alike)
-  std::vector<std::string> unavailable;      // "name: reason" of every skipped series
+  std::vector<CaseResult> cases;         // every measured case (rank 0 and the others alike)
+  std::vector<std::string> unavailable;  // "name: reason" of every skipped series
 };
 
 // Measures `request.op` with `params` (bench_param_specs(), resolved). Collective; MPI must be initialized

@@ -102,8 +102,8 @@ Status spin_until(const Deadline& deadline, const std::function<bool()>& predica
   }
 }
 
-
-Status PutEngine::post(int peer, std::size_t bytes, std::size_t slot, bool with_imm, const Deadline& deadline) {
+Status PutEngine::post(int peer, std::size_t bytes, std::size_t slot, bool with_imm,
+                       const Deadline& deadline) {
   const fabric::PutOp op{.peer = peer,
                          .local_region = src_.id,
                          .local_offset = slot * bytes,
@@ -179,7 +179,8 @@ CopyEngine::~CopyEngine() {
   if (window_ != MPI_WIN_NULL) {
     MPI_Win_unlock_all(window_);
     const Status freed = mpi::win_free(&window_, node_, Deadline(timeout_seconds_));
-    if (!freed.ok()) std::fprintf(stderr, "epsuite: bench fabric copy segment: %s\n", freed.message().c_str());
+    if (!freed.ok())
+      std::fprintf(stderr, "epsuite: bench fabric copy segment: %s\n", freed.message().c_str());
   }
   if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
 }
@@ -189,7 +190,8 @@ Status CopyEngine::start(std::size_t bytes, const Deadline& deadline) {
   EPS_ASSIGN_OR_RETURN(node_, mpi::comm_split_node(MPI_COMM_WORLD, deadline));
   EPS_MPI_CHECK(MPI_Comm_rank(node_, &node_rank_));
   EPS_MPI_CHECK(MPI_Comm_size(node_, &node_size_));
-  EPS_ASSIGN_OR_RETURN(const mpi::SharedWindow mine, mpi::win_allocate_shared(kHeaderBytes + bytes, node_, deadline));
+  EPS_ASSIGN_OR_RETURN(const mpi::SharedWindow mine,
+                       mpi::win_allocate_shared(kHeaderBytes + bytes, node_, deadline));
   window_ = mine.window;
   EPS_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, window_));
   const int peer = put_peer(node_rank_, node_size_);

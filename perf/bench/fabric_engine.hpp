@@ -113,7 +113,8 @@ class CopyEngine {
   int source_world_rank() const { return source_world_rank_; }
   // This rank's time (µs): memcpy a window of `bytes` messages into the peer's segment, set its flag, wait
   // for our own flag.
-  Result<double> iteration(std::span<const std::byte> src, std::size_t bytes, int window, double timeout_seconds);
+  Result<double> iteration(std::span<const std::byte> src, std::size_t bytes, int window,
+                           double timeout_seconds);
 
  private:
   MPI_Comm node_ = MPI_COMM_NULL;

@@ -55,7 +55,8 @@ struct FabricState {
 // One measurement of one size. `writer` is the rank whose bytes land in this rank's destination.
 class FabricMeasurement : public Measurement {
  public:
-  FabricMeasurement(FabricState& state, const FabricPlan& plan, std::size_t bytes, std::size_t checked, int writer)
+  FabricMeasurement(FabricState& state, const FabricPlan& plan, std::size_t bytes, std::size_t checked,
+                    int writer)
       : state_(state), plan_(plan), bytes_(bytes), checked_(checked), writer_(writer) {}
 
   Status prepare(int iteration, bool checking) override {
@@ -72,8 +73,9 @@ class FabricMeasurement : public Measurement {
     EPS_RETURN_IF_ERROR(state_.puts->barrier());  // every writer has its local completions: bytes are placed
     const WrongBytes wrong = count_wrong(seed_of(iteration), writer_, 0, destination().first(checked_));
     if (wrong.count == 0) return Mismatches{};
-    return Mismatches{wrong.count, fmt::format("byte {} (written by rank {}): expected 0x{:02x}, got 0x{:02x}",
-                                               *wrong.first_offset, writer_, wrong.expected, wrong.got)};
+    return Mismatches{wrong.count,
+                      fmt::format("byte {} (written by rank {}): expected 0x{:02x}, got 0x{:02x}",
+                                  *wrong.first_offset, writer_, wrong.expected, wrong.got)};
   }
 
  protected:
@@ -99,7 +101,8 @@ class PutBandwidth final : public FabricMeasurement {
     const Deadline deadline(plan_.timeout);
     return timed_us([&]() -> Status {
       for (int i = 0; i < plan_.window; ++i) {
-        EPS_RETURN_IF_ERROR(e.post(peer, bytes_, static_cast<std::size_t>(i) % slots, i + 1 == plan_.window, deadline));
+        EPS_RETURN_IF_ERROR(
+            e.post(peer, bytes_, static_cast<std::size_t>(i) % slots, i + 1 == plan_.window, deadline));
       }
       return e.wait(remote, put_source(mpi::rank(), mpi::size()), deadline);
     });
@@ -139,13 +142,16 @@ class Copy final : public FabricMeasurement {
   using FabricMeasurement::FabricMeasurement;
   Status sync(const Deadline& deadline) override { return mpi::barrier(MPI_COMM_WORLD, deadline); }
   Status settle() override { return Status(); }  // the copy's flags need no progress
-  Result<double> run(int) override { return state_.copy.iteration(source(), bytes_, plan_.window, plan_.timeout); }
+  Result<double> run(int) override {
+    return state_.copy.iteration(source(), bytes_, plan_.window, plan_.timeout);
+  }
   // Our flag is set after the writer's memcpy: its bytes are here without a barrier.
   Result<Mismatches> check(int iteration) override {
     const WrongBytes wrong = count_wrong(seed_of(iteration), writer_, 0, destination().first(checked_));
     if (wrong.count == 0) return Mismatches{};
-    return Mismatches{wrong.count, fmt::format("copy byte {} (written by rank {}): expected 0x{:02x}, got 0x{:02x}",
-                                               *wrong.first_offset, writer_, wrong.expected, wrong.got)};
+    return Mismatches{wrong.count,
+                      fmt::format("copy byte {} (written by rank {}): expected 0x{:02x}, got 0x{:02x}",
+                                  *wrong.first_offset, writer_, wrong.expected, wrong.got)};
   }
 
  protected:
@@ -157,13 +163,16 @@ class FabricPoint final : public BenchPoint {
   FabricPoint(FabricState& state, const FabricPlan& plan, std::size_t bytes) : plan_(plan), bytes_(bytes) {
     const std::size_t window_bytes = window_slots(bytes, plan.window) * bytes;
     const int rank = mpi::rank();
-    bandwidth_ = std::make_unique<PutBandwidth>(state, plan, bytes, window_bytes, put_source(rank, mpi::size()));
+    bandwidth_ =
+        std::make_unique<PutBandwidth>(state, plan, bytes, window_bytes, put_source(rank, mpi::size()));
     latency_ = std::make_unique<PutLatency>(state, plan, bytes, bytes, ping_partner(rank, mpi::size()));
     copy_ = std::make_unique<Copy>(state, plan, bytes, window_bytes, state.copy.source_world_rank());
     name_ = state.fabric->name();
   }
 
-  std::vector<Measurement*> measurements() override { return {bandwidth_.get(), latency_.get(), copy_.get()}; }
+  std::vector<Measurement*> measurements() override {
+    return {bandwidth_.get(), latency_.get(), copy_.get()};
+  }
 
   std::string row(std::span<const Measured> m) const override {
     FabricRow row;
@@ -238,8 +247,8 @@ class FabricSeries final : public BenchSeries {
   // Collective: the fabric, its two regions and the copy segments.
   Status start() {
     const FabricPlan& p = *plan_;
-    EPS_ASSIGN_OR_RETURN(state_.fabric,
-                         fabric::make_fabric(p.selection.fabric, MPI_COMM_WORLD, p.timeout, p.selection.chaos));
+    EPS_ASSIGN_OR_RETURN(
+        state_.fabric, fabric::make_fabric(p.selection.fabric, MPI_COMM_WORLD, p.timeout, p.selection.chaos));
     const std::size_t max_put = state_.fabric->limits().max_put_bytes;
     for (std::int64_t s : p.sizes) {
       if (static_cast<std::size_t>(s) > max_put) {
@@ -261,20 +270,24 @@ class FabricSeries final : public BenchSeries {
 
   std::string header() const override {
     const fabric::Fabric& f = *state_.fabric;
-    std::string out = fmt::format("# epsuite bench fabric (epsuite {}, git {}) on {} ranks\n", kSuiteVersion, kGitSha,
-                                  mpi::size());
+    std::string out = fmt::format("# epsuite bench fabric (epsuite {}, git {}) on {} ranks\n", kSuiteVersion,
+                                  kGitSha, mpi::size());
     out += fmt::format("#  {:<16} {}: {}\n", "fabric", f.name(), f.describe());
     out += fmt::format("#  {:<16} {}\n", "pairs", pairing_text());
-    out += fmt::format("#  {:<16} a window of {} puts of SIZE bytes back to back, the last with an immediate; "
-                       "done at every local completion and the peer's immediate; GB/s = window * SIZE / p50\n",
-                       "put", plan_->window);
-    out += fmt::format("#  {:<16} ping-pong of one put with an immediate each way; half the round trip\n", "lat");
-    out += fmt::format("#  {:<16} memcpy of the same window into the peer's MPI_Win_allocate_shared segment + a "
-                       "release flag (the host's limit); put/copy = put GB/s / copy GB/s\n",
-                       "copy");
-    out += fmt::format("#  {:<16} MPI_Wtime per rank; barrier before each iteration (the fabric's for puts, MPI "
-                       "for copy); time = max over ranks\n",
-                       "timer");
+    out += fmt::format(
+        "#  {:<16} a window of {} puts of SIZE bytes back to back, the last with an immediate; "
+        "done at every local completion and the peer's immediate; GB/s = window * SIZE / p50\n",
+        "put", plan_->window);
+    out += fmt::format("#  {:<16} ping-pong of one put with an immediate each way; half the round trip\n",
+                       "lat");
+    out += fmt::format(
+        "#  {:<16} memcpy of the same window into the peer's MPI_Win_allocate_shared segment + a "
+        "release flag (the host's limit); put/copy = put GB/s / copy GB/s\n",
+        "copy");
+    out += fmt::format(
+        "#  {:<16} MPI_Wtime per rank; barrier before each iteration (the fabric's for puts, MPI "
+        "for copy); time = max over ranks\n",
+        "timer");
     return fabric_table_header(out + params_block_);
   }
   int num_points() const override { return static_cast<int>(plan_->sizes.size()); }
@@ -338,5 +351,6 @@ Result<std::vector<SeriesPlan>> plan(const BenchContext& context, Json& config) 
 }  // namespace eps::bench
 
 void eps_register_bench_op_fabric(eps::bench::BenchOpRegistry& registry) {
-  registry.add({"fabric", "raw puts of --fabric against a shared-memory copy", eps::bench::params, eps::bench::plan});
+  registry.add(
+      {"fabric", "raw puts of --fabric against a shared-memory copy", eps::bench::params, eps::bench::plan});
 }

@@ -17,55 +17,25 @@ namespace {
 //   (owt 4 x 512, 8b 2 x 2048) and sweeps powers of two in whole samples. ec-dlm-8b states no layer count:
 //   one layer is measured. Dispatch bf16 (docs/presets.md 11 names no fp8 for these models).
 // - smoke: the same structure at a size where the whole suite runs in minutes on 2 cores with 4
-//   oversubscribed ranks. E = 24 divides every rank count ctest uses (1, 2, 3, 4, 6, 8: docs/dispatch.md 5.7 wants
-//   non-powers of two), giving L = 6 at R = 4; H = 256 is the smallest multiple of 128 (fp8, docs/numerics.md 1.2)
-//   with two fp8 scale groups; K = 4 over 4 groups of 6 experts keeps group-limited routing meaningful;
-//   tokens 64..256 with S = 64 give 1..4 EC samples per rank. Cost at the largest point: a dispatch
-//   moves at most 256 x 4 rows x 256 B (fp8) = 256 KiB per rank; the reference expert pass is
-//   256 x 4 x 3 x 256 x 128 = 101 M multiply-adds per rank and layer (~0.1-0.2 s scalar), 2 layers.
+//   oversubscribed ranks. E = 24 divides every rank count ctest uses (1, 2, 3, 4, 6, 8: docs/dispatch.md 5.7
+//   wants non-powers of two), giving L = 6 at R = 4; H = 256 is the smallest multiple of 128 (fp8,
+//   docs/numerics.md 1.2) with two fp8 scale groups; K = 4 over 4 groups of 6 experts keeps group-limited
+//   routing meaningful; tokens 64..256 with S = 64 give 1..4 EC samples per rank. Cost at the largest point:
+//   a dispatch moves at most 256 x 4 rows x 256 B (fp8) = 256 KiB per rank; the reference expert pass is 256
+//   x 4 x 3 x 256 x 128 = 101 M multiply-adds per rank and layer (~0.1-0.2 s scalar), 2 layers.
+// DeepSeek-V3's shapes; the HT and LL presets differ only in their tokens and mode.
+constexpr Preset deepseek_v3(std::string_view name, std::string_view summary, std::string_view mode,
+                             std::int64_t tokens, std::string_view sweep) {
+  return {name, summary,  mode, tokens, sweep, 7168,  8, 256, 2048, 1, 2048, 0, 58, "tc-sigmoid-grouped", 8,
+          4,    "static", 8,    8,      "fp8", "bf16"};
+}
+
 constexpr std::array<Preset, 6> kPresets = {{
-    {"ht-deepseek-v3",
-     "DeepEP high-throughput dispatch/combine at DeepSeek-V3 shapes",
-     "ht",
-     4096,
-     "4096",
-     7168,
-     8,
-     256,
-     2048,
-     1,
-     2048,
-     0,
-     58,
-     "tc-sigmoid-grouped",
-     8,
-     4,
-     "static",
-     8,
-     8,
-     "fp8",
-     "bf16"},
-    {"ll-deepseek-v3",
-     "DeepEP low-latency dispatch/combine at DeepSeek-V3 shapes (DeepEP's test: E 288)",
-     "ll",
-     128,
-     "1:256:x2",
-     7168,
-     8,
-     256,
-     2048,
-     1,
-     2048,
-     0,
-     58,
-     "tc-sigmoid-grouped",
-     8,
-     4,
-     "static",
-     8,
-     8,
-     "fp8",
-     "bf16"},
+    deepseek_v3("ht-deepseek-v3", "DeepEP high-throughput dispatch/combine at DeepSeek-V3 shapes", "ht", 4096,
+                "4096"),
+    deepseek_v3("ll-deepseek-v3",
+                "DeepEP low-latency dispatch/combine at DeepSeek-V3 shapes (DeepEP's test: E 288)", "ll", 128,
+                "1:256:x2"),
     {"pplx-v2lite",
      "pplx-kernels all-to-all at DeepSeek-V2-Lite shapes",
      "ll",
@@ -163,8 +133,8 @@ Status check_shapes(const Preset& p, int ranks, std::int64_t topk_groups) {
                             p.experts, ranks, p.experts % ranks, p.experts);
   }
   if (p.dispatch_dtype == "fp8" && p.hidden % 128 != 0) {
-    return invalid_argument(field, "hidden {} is not a multiple of 128, required for fp8 (docs/numerics.md 1.2)",
-                            p.hidden);
+    return invalid_argument(
+        field, "hidden {} is not a multiple of 128, required for fp8 (docs/numerics.md 1.2)", p.hidden);
   }
   const std::int64_t reachable = topk_groups * (p.experts / p.groups);
   if (!is_expert_choice(p) && p.topk > reachable) {
@@ -249,8 +219,9 @@ std::vector<ParamSpec> preset_param_specs() {
   c.push_back({.name = "ranks-per-node",
                .kind = ParamKind::kInteger,
                .default_text = "0",
-               .help = "Ranks per node of two-level trees and group-limited routing; 0 = derived from the MPI "
-                       "shared-memory split (set it to emulate nodes on one host)",
+               .help =
+                   "Ranks per node of two-level trees and group-limited routing; 0 = derived from the MPI "
+                   "shared-memory split (set it to emulate nodes on one host)",
                .int_min = 0,
                .int_max = 65536});
   return c;
@@ -260,8 +231,9 @@ Result<ResolvedPreset> resolve_preset_flags(const Params& params, int ranks, int
   std::int64_t per_node = params.integer("ranks-per-node");
   if (per_node == 0) {
     if (node_ranks_per_node == 0) {
-      return invalid_argument("--ranks-per-node", "nodes hold different numbers of ranks; launch the same "
-                                                  "number per node or set --ranks-per-node");
+      return invalid_argument("--ranks-per-node",
+                              "nodes hold different numbers of ranks; launch the same "
+                              "number per node or set --ranks-per-node");
     }
     per_node = node_ranks_per_node;
   }

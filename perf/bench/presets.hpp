@@ -31,7 +31,8 @@ namespace eps {
 struct Preset {
   std::string_view name;
   std::string_view summary;
-  std::string_view mode;  // "ht" (docs/dispatch.md 5.2/5.3), "ll" (docs/dispatch.md 5.4), "layer" (docs/layer.md 4.3), "all"
+  std::string_view mode;  // "ht" (docs/dispatch.md 5.2/5.3), "ll" (docs/dispatch.md 5.4), "layer"
+                          // (docs/layer.md 4.3), "all"
   std::int64_t tokens_per_rank;
   std::string_view tokens_sweep;  // parse_token_sweep text
   std::int64_t hidden;
@@ -40,9 +41,11 @@ struct Preset {
   std::int64_t ffn;
   std::int64_t shared_experts;
   std::int64_t shared_ffn;
-  std::int64_t seq_len;  // S: tokens per sample (expert choice capacity, docs/routing.md 3.3); 0 = token choice
+  std::int64_t
+      seq_len;  // S: tokens per sample (expert choice capacity, docs/routing.md 3.3); 0 = token choice
   std::int64_t layers;
-  std::string_view router;       // "tc-softmax", "tc-sigmoid-grouped" (docs/routing.md 3.1), "ec" (docs/routing.md 3.3)
+  std::string_view
+      router;  // "tc-softmax", "tc-sigmoid-grouped" (docs/routing.md 3.1), "ec" (docs/routing.md 3.3)
   std::int64_t groups;           // expert groups of group-limited routing (1 = not grouped)
   std::int64_t topk_groups_cap;  // topk_groups = min(nodes, cap) when grouped
   std::string_view k_schedule;   // docs/routing.md 3.4 schedule compared with the static k ("static" = none)

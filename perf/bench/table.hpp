@@ -5,9 +5,9 @@
 //   then "#" and two column-title lines, then one line per measured point. Every column is right-aligned
 //   to a fixed width, columns separated by one or more spaces:
 //     tokens  bytes  p50  p99  algo  physical  slowest  #wrong
-//   tokens per rank; bytes (algo bytes of the slowest rank, docs/dispatch.md 5.6); p50 and p99 time in µs with 2
-//   decimals; algo and physical bandwidth in GB/s (1e9 B/s) with 2 decimals; the slowest rank; the number
-//   of wrong elements, or "N/A" when results were not checked (like nccl-tests without -c).
+//   tokens per rank; bytes (algo bytes of the slowest rank, docs/dispatch.md 5.6); p50 and p99 time in µs
+//   with 2 decimals; algo and physical bandwidth in GB/s (1e9 B/s) with 2 decimals; the slowest rank; the
+//   number of wrong elements, or "N/A" when results were not checked (like nccl-tests without -c).
 #pragma once
 
 #include <cstdint>

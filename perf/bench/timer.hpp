@@ -1,4 +1,5 @@
-// The timer of every bench measurement: MPI_Wtime around the measured work only (docs/architecture.md rule 7).
+// The timer of every bench measurement: MPI_Wtime around the measured work only (docs/architecture.md rule
+// 7).
 #pragma once
 
 #include <mpi.h>

@@ -32,19 +32,22 @@ Status choose_contract(const Params& p, TransportPlan& plan) {
     plan.tree = plan.preset.nodes > 1 ? CombineTree::kHtTwoLevel : CombineTree::kHtRank;
   }
   const std::string& dtype = p.string("dtype");
-  const std::string_view chosen = dtype == "preset" ? plan.preset.preset->dispatch_dtype : std::string_view(dtype);
+  const std::string_view chosen =
+      dtype == "preset" ? plan.preset.preset->dispatch_dtype : std::string_view(dtype);
   plan.dtype = chosen == "fp8" ? dispatch::PayloadType::kFp8 : dispatch::PayloadType::kBf16;
   plan.hidden = p.integer("hidden") > 0 ? static_cast<int>(p.integer("hidden"))
                                         : static_cast<int>(plan.preset.preset->hidden);
   if (plan.dtype == dispatch::PayloadType::kFp8 && plan.hidden % 128 != 0) {
-    return invalid_argument("--hidden", "{} is not a multiple of 128, required for fp8 payloads (docs/numerics.md 1.2)",
+    return invalid_argument("--hidden",
+                            "{} is not a multiple of 128, required for fp8 payloads (docs/numerics.md 1.2)",
                             plan.hidden);
   }
   const std::int64_t t_max = p.integer("max-tokens") > 0 ? p.integer("max-tokens") : plan.preset.max_tokens;
   for (std::int64_t t : plan.preset.tokens.values) {
     if (t > t_max) {
-      return invalid_argument("--tokens", "{} tokens per rank exceed T_max = {} (--max-tokens); T_r > T_max is an "
-                                          "input error (docs/dispatch.md 5.4)",
+      return invalid_argument("--tokens",
+                              "{} tokens per rank exceed T_max = {} (--max-tokens); T_r > T_max is an "
+                              "input error (docs/dispatch.md 5.4)",
                               t, t_max);
     }
   }
@@ -54,8 +57,9 @@ Status choose_contract(const Params& p, TransportPlan& plan) {
 
 Status check_workload(const TransportPlan& plan) {
   EPS_ASSIGN_OR_RETURN(data::WorkloadSpec spec, data::parse_workload(plan.workload));
-  const Status valid = data::validate_workload(
-      spec, {plan.preset.ranks, static_cast<int>(plan.preset.preset->experts), static_cast<int>(plan.preset.preset->topk)});
+  const Status valid =
+      data::validate_workload(spec, {plan.preset.ranks, static_cast<int>(plan.preset.preset->experts),
+                                     static_cast<int>(plan.preset.preset->topk)});
   if (!valid.ok()) return invalid_argument("--workload", "{}", valid.message());
   return Status();
 }
@@ -74,10 +78,12 @@ problem::ProblemShape shape_for(const TransportPlan& plan, int tokens) {
 }
 
 // The slowest rank's bytes: algo from the reference byte account, physical from the transport's wire count.
-dispatch::Traffic received(const TransportPlan& plan, TrafficOf traffic, const TransportWork& work, int rank) {
+dispatch::Traffic received(const TransportPlan& plan, TrafficOf traffic, const TransportWork& work,
+                           int rank) {
   const dispatch::DispatchPlan& problem = work.problem().plan();
   const dispatch::ByteAccount account = dispatch::account_bytes(problem);
-  // Expert-major moves one row per selection, like LL (docs/dispatch.md 5.3, 5.4); rank-major one per (r, t, q).
+  // Expert-major moves one row per selection, like LL (docs/dispatch.md 5.3, 5.4); rank-major one per (r, t,
+  // q).
   const bool per_selection = plan.layout != Layout::kHtRankMajor;
   const dispatch::Traffic d = (per_selection ? account.ll_dispatch : account.ht_dispatch)[rank].recv;
   const dispatch::Traffic c = (per_selection ? account.ll_combine : account.ht_combine)[rank].recv;
@@ -92,7 +98,11 @@ class TransportPoint final : public BenchPoint {
  public:
   TransportPoint(const TransportPlan& plan, TrafficOf traffic, std::unique_ptr<TransportWork> work,
                  std::unique_ptr<Measurement> measurement, int tokens)
-      : plan_(plan), traffic_(traffic), work_(std::move(work)), measurement_(std::move(measurement)), tokens_(tokens) {}
+      : plan_(plan),
+        traffic_(traffic),
+        work_(std::move(work)),
+        measurement_(std::move(measurement)),
+        tokens_(tokens) {}
 
   std::vector<Measurement*> measurements() override { return {measurement_.get()}; }
 
@@ -161,19 +171,23 @@ class TransportSeries final : public BenchSeries {
 
   std::string header() const override {
     const transport::Transport& t = *transport_;
-    std::string out = fmt::format("# epsuite bench {} (epsuite {}, git {}) on {} ranks, {} node(s)\n", plan_.op,
-                                  kSuiteVersion, kGitSha, mpi::size(), plan_.preset.nodes);
-    out += fmt::format("#  {:<16} {}: {}\n", "transport", t.describe(),
+    std::string out = fmt::format("# epsuite bench {} (epsuite {}, git {}) on {} ranks, {} node(s)\n",
+                                  plan_.op, kSuiteVersion, kGitSha, mpi::size(), plan_.preset.nodes);
+    out += fmt::format("#  {:<16} {}: {}\n", "transport", t.name(),
                        transport::transport_registry().find(t.name())->summary);
-    out += fmt::format("#  {:<16} {} dispatch, {} combine, {} payloads, H {}, T_max {}, workload {}, seed {}\n",
-                       "contract", transport::layout_name(plan_.layout), transport::tree_name(plan_.tree),
-                       transport::dtype_name(plan_.dtype), plan_.hidden, plan_.max_tokens, plan_.workload, plan_.seed);
-    out += fmt::format("#  {:<16} MPI_Wtime per rank around the measured calls; barrier before each iteration; "
-                       "time = max over ranks\n",
-                       "timer");
-    out += fmt::format("#  {:<16} docs/dispatch.md 5.6 bytes received by the slowest rank (largest median); "
-                       "GB/s = bytes / p50\n",
-                       "bytes");
+    if (t.describe() != t.name()) out += fmt::format("#  {:<16} {}\n", "path", t.describe());
+    out += fmt::format(
+        "#  {:<16} {} dispatch, {} combine, {} payloads, H {}, T_max {}, workload {}, seed {}\n", "contract",
+        transport::layout_name(plan_.layout), transport::tree_name(plan_.tree),
+        transport::dtype_name(plan_.dtype), plan_.hidden, plan_.max_tokens, plan_.workload, plan_.seed);
+    out += fmt::format(
+        "#  {:<16} MPI_Wtime per rank around the measured calls; barrier before each iteration; "
+        "time = max over ranks\n",
+        "timer");
+    out += fmt::format(
+        "#  {:<16} docs/dispatch.md 5.6 bytes received by the slowest rank (largest median); "
+        "GB/s = bytes / p50\n",
+        "bytes");
     return BenchTable(out + params_block_ + preset_header_block(plan_.preset)).header();
   }
 
@@ -182,8 +196,8 @@ class TransportSeries final : public BenchSeries {
   Result<std::unique_ptr<BenchPoint>> make_point(int index) override {
     const int tokens = static_cast<int>(plan_.preset.tokens.values[static_cast<std::size_t>(index)]);
     EPS_ASSIGN_OR_RETURN(problem::Problem problem,
-                         problem::Problem::make(shape_for(plan_, tokens), plan_.workload, mpi::rank(), plan_.seed, 0,
-                                                plan_.seed + kPayloadSeedOffset));
+                         problem::Problem::make(shape_for(plan_, tokens), plan_.workload, mpi::rank(),
+                                                plan_.seed, 0, plan_.seed + kPayloadSeedOffset));
     auto work = std::make_unique<TransportWork>(*transport_, plan_, std::move(problem));
     // One untimed exchange first: the combine op needs its handle, every op a warm transport.
     EPS_RETURN_IF_ERROR(work->dispatch());
@@ -220,7 +234,8 @@ Result<std::shared_ptr<TransportPlan>> make_plan(const BenchContext& context) {
 
 }  // namespace
 
-TransportWork::TransportWork(transport::Transport& transport, const TransportPlan& plan, problem::Problem problem)
+TransportWork::TransportWork(transport::Transport& transport, const TransportPlan& plan,
+                             problem::Problem problem)
     : transport_(transport),
       plan_(plan),
       base_(std::move(problem)),
@@ -229,11 +244,14 @@ TransportWork::TransportWork(transport::Transport& transport, const TransportPla
 
 Status TransportWork::use_payload_of(int iteration, bool checking) {
   if (!checking) return Status();
-  current_.emplace(base_.with_payload(plan_.seed + kPayloadSeedOffset + 1 + static_cast<std::uint64_t>(iteration)));
+  current_.emplace(
+      base_.with_payload(plan_.seed + kPayloadSeedOffset + 1 + static_cast<std::uint64_t>(iteration)));
   return Status();
 }
 
-void TransportWork::poison_dispatch_outputs() { buffers_ = problem::DispatchBuffers(plan_.layout, base_.shape()); }
+void TransportWork::poison_dispatch_outputs() {
+  buffers_ = problem::DispatchBuffers(plan_.layout, base_.shape());
+}
 
 void TransportWork::poison_combine_output() { std::fill(out_.begin(), out_.end(), bf16::from_bits(0x7fc1)); }
 
@@ -246,7 +264,9 @@ void TransportWork::compute_expert_outputs() {
   expert_y_ = problem::expert_outputs(base_.shape(), mpi::rank(), buffers_, handle_->num_recv_rows());
 }
 
-Status TransportWork::combine() { return transport_.combine(*handle_, {plan_.tree, expert_y_, {}, {}}, {out_, {}}); }
+Status TransportWork::combine() {
+  return transport_.combine(*handle_, {plan_.tree, expert_y_, {}, {}}, {out_, {}});
+}
 
 Status TransportWork::gather_wire(double timeout_seconds) {
   const std::int64_t received = transport_.wire_bytes().received - wire_start_.received;
@@ -259,8 +279,8 @@ Status TransportWork::gather_wire(double timeout_seconds) {
 }
 
 Mismatches TransportWork::dispatch_mismatches() const {
-  const dispatch::CompareReport report = problem::check_dispatch(problem(), mpi::rank(), buffers_,
-                                                                 handle_->num_recv_rows(), transport_.capabilities().ll_ordered);
+  const dispatch::CompareReport report = problem::check_dispatch(
+      problem(), mpi::rank(), buffers_, handle_->num_recv_rows(), transport_.capabilities().ll_ordered);
   return {report.mismatches(), report.ok() ? "" : report.to_string()};
 }
 
@@ -272,17 +292,19 @@ Result<Mismatches> TransportWork::combine_mismatches() const {
 
 std::vector<ParamSpec> transport_op_params() {
   std::vector<ParamSpec> s = preset_param_specs();
-  for (std::string_view name : {"transport", "fabric", "signal", "chaos", "allow-unsafe"}) s.push_back(param_spec(name));
+  for (std::string_view name : {"transport", "fabric", "signal", "chaos", "allow-unsafe"})
+    s.push_back(param_spec(name));
   s.push_back({.name = "mode",
                .kind = ParamKind::kChoice,
                .default_text = "ht",
                .help = "ht: high-throughput layouts (docs/dispatch.md 5.2/5.3); ll: low-latency layout (5.4)",
                .choices = {"ht", "ll"}});
-  s.push_back({.name = "layout",
-               .kind = ParamKind::kChoice,
-               .default_text = "rank-major",
-               .help = "HT layout: rank-major (ht-rank or ht-two-level combine) or expert-major (ll-weighted)",
-               .choices = {"rank-major", "expert-major"}});
+  s.push_back(
+      {.name = "layout",
+       .kind = ParamKind::kChoice,
+       .default_text = "rank-major",
+       .help = "HT layout: rank-major (ht-rank or ht-two-level combine) or expert-major (ll-weighted)",
+       .choices = {"rank-major", "expert-major"}});
   s.push_back({.name = "dtype",
                .kind = ParamKind::kChoice,
                .default_text = "preset",
@@ -294,22 +316,24 @@ std::vector<ParamSpec> transport_op_params() {
                .help = "Hidden size H; 0 = the preset's (fp8 needs a multiple of 128)",
                .int_min = 0,
                .int_max = 65536});
-  s.push_back({.name = "max-tokens",
-               .kind = ParamKind::kInteger,
-               .default_text = "0",
-               .help = "T_max, the largest tokens per rank a call may pass (LL buffers); 0 = the largest swept count",
-               .int_min = 0,
-               .int_max = 65536});
+  s.push_back(
+      {.name = "max-tokens",
+       .kind = ParamKind::kInteger,
+       .default_text = "0",
+       .help = "T_max, the largest tokens per rank a call may pass (LL buffers); 0 = the largest swept count",
+       .int_min = 0,
+       .int_max = 65536});
   s.push_back({.name = "workload",
                .kind = ParamKind::kString,
                .default_text = "uniform",
-               .help = "Routing generator of docs/numerics.md 2.3 (uniform, zipf:S, hot:E,P, all-to-one, spread, "
-                       "masked:P, ...)"});
+               .help =
+                   "Routing generator of docs/numerics.md 2.3 (uniform, zipf:S, hot:E,P, all-to-one, spread, "
+                   "masked:P, ...)"});
   return s;
 }
 
-Result<std::vector<SeriesPlan>> plan_transport_op(const BenchContext& context, Json& config, MeasurementFactory make,
-                                                  TrafficOf traffic) {
+Result<std::vector<SeriesPlan>> plan_transport_op(const BenchContext& context, Json& config,
+                                                  MeasurementFactory make, TrafficOf traffic) {
   EPS_ASSIGN_OR_RETURN(std::shared_ptr<TransportPlan> plan, make_plan(context));
   const std::string& which = context.params.string("transport");
   EPS_ASSIGN_OR_RETURN(std::vector<std::string> names, transport::select_transports(which));
@@ -324,15 +348,16 @@ Result<std::vector<SeriesPlan>> plan_transport_op(const BenchContext& context, J
   std::vector<SeriesPlan> series;
   for (const std::string& name : names) {
     const problem::ProblemShape shape = shape_for(*plan, 0);
-    series.push_back({name,
-                      [plan, name, make, traffic, params_block, shape]() -> Result<std::unique_ptr<BenchSeries>> {
-                        EPS_ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> t,
-                                             transport::make_transport(name, problem::transport_config(shape, plan->timeout),
-                                                                       plan->fabric));
-                        return std::unique_ptr<BenchSeries>(
-                            std::make_unique<TransportSeries>(std::move(t), plan, make, traffic, params_block));
-                      },
-                      which != "all"});
+    series.push_back(
+        {name,
+         [plan, name, make, traffic, params_block, shape]() -> Result<std::unique_ptr<BenchSeries>> {
+           EPS_ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> t,
+                                transport::make_transport(
+                                    name, problem::transport_config(shape, plan->timeout), plan->fabric));
+           return std::unique_ptr<BenchSeries>(
+               std::make_unique<TransportSeries>(std::move(t), plan, make, traffic, params_block));
+         },
+         which != "all"});
   }
   return series;
 }

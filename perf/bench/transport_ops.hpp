@@ -59,9 +59,9 @@ class TransportWork {
   // Untimed helpers of the measurements.
   void poison_dispatch_outputs();
   void poison_combine_output();
-  Status dispatch();                // a fresh dispatch of problem() into the buffers; keeps the handle
-  void compute_expert_outputs();    // expert_y from what this rank received (problem::expert_outputs)
-  Status combine();                 // combine of expert_y along the handle into out
+  Status dispatch();              // a fresh dispatch of problem() into the buffers; keeps the handle
+  void compute_expert_outputs();  // expert_y from what this rank received (problem::expert_outputs)
+  Status combine();               // combine of expert_y along the handle into out
   Mismatches dispatch_mismatches() const;
   Result<Mismatches> combine_mismatches() const;
 

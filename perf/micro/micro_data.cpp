@@ -1,4 +1,5 @@
-// Micro-benchmarks of the docs/numerics.md 2 generators: Philox throughput, payload/logit fills, workload routing.
+// Micro-benchmarks of the docs/numerics.md 2 generators: Philox throughput, payload/logit fills, workload
+// routing.
 #include <benchmark/benchmark.h>
 
 #include <vector>

@@ -1,6 +1,6 @@
-// Micro-benchmarks of the dispatch/combine expectations (docs/dispatch.md 5): what one rank pays to compute its own
-// expected outputs inside a conformance run. Routing: uniform, K 8 distinct experts of E 256 per token,
-// R 8 ranks, from a fixed mt19937 seed.
+// Micro-benchmarks of the dispatch/combine expectations (docs/dispatch.md 5): what one rank pays to compute
+// its own expected outputs inside a conformance run. Routing: uniform, K 8 distinct experts of E 256 per
+// token, R 8 ranks, from a fixed mt19937 seed.
 //   BM_DispatchPlanMake: validate + place the routing of all ranks (ht-deepseek-v3: 4096 tokens/rank).
 //     Items = tokens of all ranks.
 //   BM_RankMajorIndex / BM_ExpertMajorIndex: rank 0's HT index (no payload), ht-deepseek-v3 shape.

@@ -1,5 +1,5 @@
-// Expert kernel throughput at the ec-dlm-owt expert shape (docs/presets.md 11: H 512, F 384), 256 rows per call,
-// flops = 2 n (2 F H + H F). The yardstick is OpenBLAS cblas_sgemm on the same three GEMMs with fp32
+// Expert kernel throughput at the ec-dlm-owt expert shape (docs/presets.md 11: H 512, F 384), 256 rows per
+// call, flops = 2 n (2 F H + H F). The yardstick is OpenBLAS cblas_sgemm on the same three GEMMs with fp32
 // copies of the weights, forced to one thread (openblas_set_num_threads(1)) so every benchmark here
 // uses one core. All report the counter `flops` as a rate, so kernel / OpenBLAS is a division.
 #include <cblas.h>

@@ -1,5 +1,5 @@
-// Micro-benchmarks of docs/numerics.md 1 numerics: element conversions and FP8 per-token quantization on one core.
-// Bytes processed count the input (fp32, bf16 or fp8 elements; bf16 rows for quantization).
+// Micro-benchmarks of docs/numerics.md 1 numerics: element conversions and FP8 per-token quantization on one
+// core. Bytes processed count the input (fp32, bf16 or fp8 elements; bf16 rows for quantization).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

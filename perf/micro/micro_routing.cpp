@@ -1,10 +1,11 @@
-// Micro-benchmarks of the routing references (docs/routing.md 3). Items processed = logits consumed (T·E), so the
-// reported items/s is logits per second on one core.
+// Micro-benchmarks of the routing references (docs/routing.md 3). Items processed = logits consumed (T·E), so
+// the reported items/s is logits per second on one core.
 //   BM_TokenChoiceSoftmaxTop8: softmax, K 8, E 256, 4096 tokens (ht-deepseek-v3 tokens per rank).
 //   BM_TokenChoiceDeepseekV3: sigmoid + bias, 8 groups, topk_groups 4, K 8, renorm, scaling 2.5.
 //   BM_ExpertChoiceDlm/<schedule>: the ec-dlm-owt shape, 8 sequences x 512 tokens, E 512, k 20 static
 //     (arg 0) or linear_reverse 8..32 (arg 1), selection + gates.
-// Logits follow docs/numerics.md 2.2 (uniform in [-4, 4) on a 2^-10 grid, so ties occur) from a fixed mt19937 seed.
+// Logits follow docs/numerics.md 2.2 (uniform in [-4, 4) on a 2^-10 grid, so ties occur) from a fixed mt19937
+// seed.
 #include <benchmark/benchmark.h>
 
 #include <random>

@@ -99,21 +99,22 @@ Result<Json> case_to_json(const CaseResult& c) {
              {"first_mismatch", c.check->first_mismatch ? Json(*c.check->first_mismatch) : Json(nullptr)}};
   }
   Json out{{"op", c.op},
-              {"transport", c.transport},
-              {"mode", c.mode},
-              {"dtype", c.dtype},
-              {"sizes", sizes},
-              {"identity", c.identity},
-              {"times_us", c.times_us},
-              {"stats", stats_to_json(stats)},
-              {"bytes", {{"algo", c.algo_bytes}, {"physical", c.physical_bytes}}},
-              {"bandwidth_gbps",
-               {{"algo", bandwidth_gbps(c.algo_bytes, stats.p50)},
-                {"physical", bandwidth_gbps(c.physical_bytes, stats.p50)}}},
-              {"slowest_rank", c.slowest_rank},
-              {"check", check}};
+           {"transport", c.transport},
+           {"mode", c.mode},
+           {"dtype", c.dtype},
+           {"sizes", sizes},
+           {"identity", c.identity},
+           {"times_us", c.times_us},
+           {"stats", stats_to_json(stats)},
+           {"bytes", {{"algo", c.algo_bytes}, {"physical", c.physical_bytes}}},
+           {"bandwidth_gbps",
+            {{"algo", bandwidth_gbps(c.algo_bytes, stats.p50)},
+             {"physical", bandwidth_gbps(c.physical_bytes, stats.p50)}}},
+           {"slowest_rank", c.slowest_rank},
+           {"check", check}};
   for (const auto& [key, value] : c.extra.items()) {
-    if (out.contains(key)) return invalid_argument("extra", "'{}' would overwrite a standard case field", key);
+    if (out.contains(key))
+      return invalid_argument("extra", "'{}' would overwrite a standard case field", key);
     out[key] = value;
   }
   return out;

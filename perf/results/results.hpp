@@ -78,8 +78,8 @@ struct CaseResult {
   // Op-specific fields, written into the case object as they are (e.g. "phases_us" of a layer step); never
   // one of the keys above.
   Json extra = Json::object();
-  std::vector<double> times_us;                             // per repetition, max over ranks
-  double algo_bytes = 0;                                    // docs/dispatch.md 5.6, of the slowest rank
+  std::vector<double> times_us;  // per repetition, max over ranks
+  double algo_bytes = 0;         // docs/dispatch.md 5.6, of the slowest rank
   double physical_bytes = 0;
   int slowest_rank = 0;
   std::optional<CheckOutcome> check;  // nullopt: not checked

@@ -1,8 +1,8 @@
 // The one error model of epsuite (docs/architecture.md, house style rule 3; docs/errors.md 10).
 //
 // Functions at API boundaries return `Status` or `Result<T>`. A `Status` carries a `StatusCode` that maps
-// one-to-one onto the process exit codes of docs/errors.md 10, and a message that names the offending field and
-// its allowed range ("router.k: must be in [1, 64], got 0"). At the CLI edge a failed status is thrown
+// one-to-one onto the process exit codes of docs/errors.md 10, and a message that names the offending field
+// and its allowed range ("router.k: must be in [1, 64], got 0"). At the CLI edge a failed status is thrown
 // once as `eps::Error` and turned into that exit code.
 #pragma once
 
@@ -63,11 +63,12 @@ Status out_of_range(std::string_view field, T lo, T hi, T got) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}         // NOLINT: implicit by design, like absl::StatusOr
+  Result(T value) : data_(std::move(value)) {}  // NOLINT: implicit by design, like absl::StatusOr
   // A Result made from a Status holds an error; an OK Status here is a programming error, kept visible.
   Result(Status status)  // NOLINT
-      : data_(status.ok() ? Status(StatusCode::kEnvironment, "internal error: a Result was made from an OK Status")
-                          : std::move(status)) {}
+      : data_(status.ok()
+                  ? Status(StatusCode::kEnvironment, "internal error: a Result was made from an OK Status")
+                  : std::move(status)) {}
   bool ok() const { return std::holds_alternative<T>(data_); }
   const Status& status() const {
     static const Status kOk;

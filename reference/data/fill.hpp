@@ -1,5 +1,5 @@
-// Host batch fills of the docs/numerics.md 2.2 values (values.hpp): bit-identical to the element functions, one Philox
-// block per four columns. Row t of each output is token (token_begin + t); outputs are row-major.
+// Host batch fills of the docs/numerics.md 2.2 values (values.hpp): bit-identical to the element functions,
+// one Philox block per four columns. Row t of each output is token (token_begin + t); outputs are row-major.
 // Kept apart from values.hpp so that device code can include the element functions without the Status
 // machinery (fmt does not compile under nvcc).
 #pragma once
@@ -19,7 +19,8 @@ namespace eps::data {
 Status fill_payload(std::uint64_t seed, std::uint32_t rank, std::uint64_t token_begin,
                     std::uint64_t num_tokens, std::uint32_t hidden, std::span<bf16> out);
 
-// logits [num_tokens, num_experts] fp32 of `rank`'s tokens at `layer` (input of the routers, docs/routing.md 3).
+// logits [num_tokens, num_experts] fp32 of `rank`'s tokens at `layer` (input of the routers, docs/routing.md
+// 3).
 Status fill_router_logits(std::uint64_t seed, std::uint32_t layer, std::uint32_t rank,
                           std::uint64_t token_begin, std::uint64_t num_tokens, std::uint32_t num_experts,
                           std::span<float> out);

@@ -1,4 +1,5 @@
-// Philox4x32-10 counter-based generator (docs/numerics.md 2.1) and the epsuite data-stream addressing built on it.
+// Philox4x32-10 counter-based generator (docs/numerics.md 2.1) and the epsuite data-stream addressing built
+// on it.
 //
 // Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel Random Numbers: As Easy as 1, 2, 3", SC'11):
 // a keyed bijection of a 128-bit counter (4 x 32-bit words) under a 64-bit key (2 x 32-bit words),
@@ -63,8 +64,8 @@ EPS_HD constexpr PhiloxBlock philox4x32_10(PhiloxCounter counter, PhiloxKey key)
   return PhiloxBlock{{counter.v[0], counter.v[1], counter.v[2], counter.v[3]}};
 }
 
-// The data streams of docs/numerics.md 2. Values are part of the data contract (they enter the counter): never
-// renumber an existing stream, only append. Coordinates per stream: see values.hpp.
+// The data streams of docs/numerics.md 2. Values are part of the data contract (they enter the counter):
+// never renumber an existing stream, only append. Coordinates per stream: see values.hpp.
 enum class DataStream : std::uint8_t {
   kPayload = 1,            // token payloads x [T, H] (docs/numerics.md 2.2)
   kRouterLogits = 2,       // router logits [T, E] (docs/numerics.md 2.2, docs/routing.md 3)
@@ -112,8 +113,9 @@ EPS_HD constexpr std::uint32_t stream_bits(std::uint64_t seed, StreamAddress add
   return stream_block(seed, address, row, col).v[col & 3u];
 }
 
-// u = bits * 2^-32 in [0, 1), exact in double (every 32-bit value is representable). Mappings of docs/numerics.md 2.2
-// such as int(u * 256) are computed on the integer bits (bits >> 24) and equal the double formula exactly.
+// u = bits * 2^-32 in [0, 1), exact in double (every 32-bit value is representable). Mappings of
+// docs/numerics.md 2.2 such as int(u * 256) are computed on the integer bits (bits >> 24) and equal the
+// double formula exactly.
 EPS_HD constexpr double uniform_from_bits(std::uint32_t bits) { return static_cast<double>(bits) * 0x1p-32; }
 
 // u = (bits >> 8) * 2^-24 in [0, 1), exact in float (24 significant bits; the low 8 bits are dropped

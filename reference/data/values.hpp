@@ -55,11 +55,12 @@ EPS_HD constexpr std::uint32_t layer_step_coord(std::uint32_t layer, std::uint32
   return (layer << 14) | step;
 }
 
-// docs/numerics.md 2.2 payload code: int(u * 256) - 128 with u = bits * 2^-32, i.e. (bits >> 24) - 128, in [-128, 127].
+// docs/numerics.md 2.2 payload code: int(u * 256) - 128 with u = bits * 2^-32, i.e. (bits >> 24) - 128, in
+// [-128, 127].
 EPS_HD constexpr int payload_code(std::uint32_t bits) { return static_cast<int>(bits >> 24) - 128; }
 
-// docs/numerics.md 2.2 payload value (int(u * 256) - 128) / 64: a multiple of 1/64 in [-2, 2); |code| <= 128 needs at
-// most 8 significant bits, so the value is exact in bf16 (and in fp32).
+// docs/numerics.md 2.2 payload value (int(u * 256) - 128) / 64: a multiple of 1/64 in [-2, 2); |code| <= 128
+// needs at most 8 significant bits, so the value is exact in bf16 (and in fp32).
 EPS_HD constexpr float payload_from_bits(std::uint32_t bits) {
   return static_cast<float>(payload_code(bits)) * 0x1p-6f;
 }
@@ -73,7 +74,8 @@ EPS_HD inline bf16 payload_value(std::uint64_t seed, std::uint32_t rank, std::ui
 
 // docs/numerics.md 2.2 router logit: uniform in [-4, 4) quantized to multiples of 2^-10, i.e.
 // floor(u * 8192) / 1024 - 4 = ((bits >> 19) - 4096) * 2^-10, exact in fp32 (13 significant bits).
-// 8192 levels only, so ties between experts of one token occur often (docs/numerics.md 1.3 tie-breaks get exercised).
+// 8192 levels only, so ties between experts of one token occur often (docs/numerics.md 1.3 tie-breaks get
+// exercised).
 EPS_HD constexpr float logit_from_bits(std::uint32_t bits) {
   return static_cast<float>(static_cast<int>(bits >> 19) - 4096) * 0x1p-10f;
 }
@@ -108,7 +110,8 @@ EPS_HD inline bf16 expert_weight_value(std::uint64_t seed, std::uint32_t layer, 
 }
 
 // Dispatch top-k weight: (1 + (bits >> 22)) * 2^-10, a positive multiple of 2^-10 in [2^-10, 1], exact
-// in fp32 (at most 10 significant bits). Not all are exact in bf16 (8 bits): weights travel as fp32 (docs/dispatch.md 5).
+// in fp32 (at most 10 significant bits). Not all are exact in bf16 (8 bits): weights travel as fp32
+// (docs/dispatch.md 5).
 EPS_HD constexpr float topk_weight_from_bits(std::uint32_t bits) {
   return static_cast<float>(1u + (bits >> 22)) * 0x1p-10f;
 }

@@ -135,7 +135,8 @@ std::vector<std::uint64_t> integer_weights(const std::vector<double>& real) {
 }
 
 // The layer's seeded popularity order: perm[i] = the expert at popularity position i (experts sorted by
-// their kExpertPermutation word, docs/numerics.md 1.3 canonical order: key descending, then expert ascending).
+// their kExpertPermutation word, docs/numerics.md 1.3 canonical order: key descending, then expert
+// ascending).
 std::vector<int> expert_permutation(std::uint64_t seed, int layer, int num_experts) {
   const StreamAddress address{DataStream::kExpertPermutation, 0, static_cast<std::uint32_t>(layer)};
   std::vector<std::uint32_t> key(num_experts);

@@ -1,5 +1,6 @@
-// Workload generators (docs/numerics.md 2.3): the routing of a rank's tokens (top-k expert ids and weights) and the
-// per-token denoising mask of docs/routing.md 3.4, for a named pattern, deterministic and addressable per token.
+// Workload generators (docs/numerics.md 2.3): the routing of a rank's tokens (top-k expert ids and weights)
+// and the per-token denoising mask of docs/routing.md 3.4, for a named pattern, deterministic and addressable
+// per token.
 //
 // Determinism contract. Token t of rank r gets its routing from (seed, r, layer, step, t) and the pattern
 // only: never from other tokens, from the batch it is generated in, or from generation order. Per-pattern
@@ -11,9 +12,9 @@
 // Patterns (`parse_workload` text; parameters are range-checked):
 //   uniform       K distinct experts uniformly without replacement.
 //   zipf:s        s in [0, 3]. Experts are ordered by a seeded permutation of the layer (sorted by a
-//                 Philox key, docs/numerics.md 1.3 canonical order); the i-th (0-based) has weight (i + 1)^-s. K
-//                 distinct experts drawn sequentially without replacement proportional to weight, so with
-//                 K = 1 the top two experts' frequencies have ratio 2^s.
+//                 Philox key, docs/numerics.md 1.3 canonical order); the i-th (0-based) has weight (i +
+//                 1)^-s. K distinct experts drawn sequentially without replacement proportional to weight, so
+//                 with K = 1 the top two experts' frequencies have ratio 2^s.
 //   hot:e,p       e in [0, E) (checked against the shape), p in [0, 1]. With probability p the token
 //                 contains expert e (at a uniformly drawn slot) plus K-1 uniform others; otherwise K uniform
 //                 experts other than e (with K = E the last slot is then -1). The fraction of tokens routed
@@ -38,8 +39,8 @@
 // topk_weights: every valid slot gets `topk_weight(seed, layer, step, rank, token, slot)` (values.hpp, a
 // multiple of 2^-10 in (0, 1]); a -1 slot gets 0.0f. No expert appears twice in one token.
 //
-// Denoising mask (docs/routing.md 3.4): a rank's tokens form samples of S = `sequence_length` contiguous tokens
-// (sample b = t / S). Each sample draws a target ratio rho_b (uniform in [0, 1); for drift, uniform in
+// Denoising mask (docs/routing.md 3.4): a rank's tokens form samples of S = `sequence_length` contiguous
+// tokens (sample b = t / S). Each sample draws a target ratio rho_b (uniform in [0, 1); for drift, uniform in
 // the step's band [(steps-1-step)/steps, (steps-step)/steps), so masking decreases along the denoising
 // trajectory); each token is masked with probability rho_b. The empirical ratio r_b = masked / S is what
 // docs/routing.md 3.4 schedules consume (`sample_mask_ratios`).

@@ -18,7 +18,9 @@ std::int64_t ht_dispatch_row_bytes(PayloadType dtype, int hidden) {
   return static_cast<std::int64_t>(payload_row_bytes(dtype, hidden)) + 4 * payload_num_scales(dtype, hidden);
 }
 
-std::int64_t ll_dispatch_message_bytes(PayloadType dtype, int hidden) { return ht_dispatch_row_bytes(dtype, hidden); }
+std::int64_t ll_dispatch_message_bytes(PayloadType dtype, int hidden) {
+  return ht_dispatch_row_bytes(dtype, hidden);
+}
 
 std::int64_t combine_row_bytes(int hidden) { return 2 * static_cast<std::int64_t>(hidden); }
 

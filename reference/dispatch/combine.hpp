@@ -1,5 +1,5 @@
-// Expected combine outputs (docs/dispatch.md 5.5), bit-exact, bf16 out, for source rank r's tokens t in [0, T_r).
-// Every tree accumulates in fp32 with one rounding per add (the library is built with
+// Expected combine outputs (docs/dispatch.md 5.5), bit-exact, bf16 out, for source rank r's tokens t in [0,
+// T_r). Every tree accumulates in fp32 with one rounding per add (the library is built with
 // -ffp-contract=off, so w·y and the following add are never fused) and rounds to bf16 once at the end
 // (docs/numerics.md 1.1 round-to-nearest-even).
 //
@@ -7,10 +7,10 @@
 //     acc = fp32(bias0) + fp32(bias1)                 (an absent bias reads as +0.0f)
 //     acc = acc + fp32(partial(q, r, t))  for q ∈ dst_ranks(r, t) ascending
 //     out = bf16(acc)
-//   i.e. the expression of docs/dispatch.md 5.5 `bias0 + bias1 + Σ_q partial_q` evaluated strictly left to right. This equals
-//   "start from 0.0f, add bias0, bias1, then the partials" except when both biases are -0.0 (then -0.0
-//   vs +0.0 in the first add); DeepEP initializes its accumulator as bias0 + bias1, as here. A token
-//   with no destination gives bf16(bias0 + bias1), +0.0 without biases.
+//   i.e. the expression of docs/dispatch.md 5.5 `bias0 + bias1 + Σ_q partial_q` evaluated strictly left to
+//   right. This equals "start from 0.0f, add bias0, bias1, then the partials" except when both biases are
+//   -0.0 (then -0.0 vs +0.0 in the first add); DeepEP initializes its accumulator as bias0 + bias1, as here.
+//   A token with no destination gives bf16(bias0 + bias1), +0.0 without biases.
 // - `ht-two-level` (DeepEP V1 internode): nodes are groups of `ranks_per_node` consecutive ranks
 //   (node n = q / ranks_per_node). For each node n holding some q ∈ dst_ranks(r, t), ascending n:
 //     node_n = bf16(0.0f + Σ_{q ∈ dst_ranks(r, t) on node n, ascending} fp32(partial(q, r, t)))
@@ -65,8 +65,8 @@ Result<std::vector<bf16>> expected_ll_combine(const DispatchPlan& plan, int rank
 CompareReport compare_combine(const DispatchPlan& plan, int rank, std::span<const bf16> expected,
                               std::span<const bf16> actual);
 
-// Combined top-k weights [T_rank, K] (docs/dispatch.md 5.5: bit-equal to the input weights). Valid slots must match
-// the input bits; masked slots (topk_idx -1) are not compared, because DeepEP's HT combine returns 0.0
+// Combined top-k weights [T_rank, K] (docs/dispatch.md 5.5: bit-equal to the input weights). Valid slots must
+// match the input bits; masked slots (topk_idx -1) are not compared, because DeepEP's HT combine returns 0.0
 // there (it sums +0.0 from every rank) whatever the caller's input held.
 CompareReport compare_combined_weights(const DispatchPlan& plan, int rank, std::span<const float> actual);
 

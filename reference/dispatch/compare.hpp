@@ -1,6 +1,6 @@
-// Bit-exact comparison of an actual buffer with the expected one, for the conformance suite (docs/dispatch.md 5,
-// docs/results.md 9.1 `check`). Independent of MPI: each rank compares its own buffers and the harness gathers the
-// reports.
+// Bit-exact comparison of an actual buffer with the expected one, for the conformance suite (docs/dispatch.md
+// 5, docs/results.md 9.1 `check`). Independent of MPI: each rank compares its own buffers and the harness
+// gathers the reports.
 //
 // A CompareReport counts mismatches and keeps the first one as (field, rank, source rank, source token,
 // column, expected bits, actual bits). Counting rules: one per differing element (column) of a row, one

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "reference/common/status.hpp"
+#include "reference/dispatch/compare.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
 #include "reference/dispatch/row_source.hpp"
 
@@ -36,6 +37,21 @@ inline void fetch_rows(const DispatchPlan& plan, const RowSource& source,
 // Bytes per payload element: 2 for bf16, 1 for fp8.
 inline std::size_t element_bytes(const DispatchPlan& plan) {
   return plan.config().dtype == PayloadType::kBf16 ? 2 : 1;
+}
+
+// Compares received payload rows (bit patterns) and, for fp8, their scales, row by row against the expected
+// ones; every mismatch names rank q, the row's source and the column.
+inline void compare_payload_rows(CompareReport& report, const DispatchPlan& plan, int q,
+                                 std::span<const SourceToken> sources, std::span<const std::byte> expected_x,
+                                 std::span<const float> expected_scales, std::span<const std::byte> actual_x,
+                                 std::span<const float> actual_scales) {
+  const std::size_t elem = element_bytes(plan);
+  compare_rows_bits(report, "recv_x", q, sources, expected_x.data(), expected_x.size() / elem,
+                    actual_x.data(), actual_x.size() / elem, elem, static_cast<std::size_t>(plan.hidden()));
+  if (plan.num_scales() > 0) {
+    compare_rows<float>(report, "recv_x_scales", q, sources, expected_scales, actual_scales,
+                        static_cast<std::size_t>(plan.num_scales()));
+  }
 }
 
 }  // namespace eps::dispatch::detail

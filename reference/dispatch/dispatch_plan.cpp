@@ -14,7 +14,8 @@ Status check_config(const DispatchConfig& c) {
   if (c.top_k < 1 || c.top_k > kMaxTopK) return out_of_range("top_k", 1, kMaxTopK, c.top_k);
   if (c.hidden < 1 || c.hidden > kMaxHidden) return out_of_range("hidden", 1, kMaxHidden, c.hidden);
   if (c.dtype == PayloadType::kFp8 && c.hidden % kFp8GroupSize != 0) {
-    return invalid_argument("hidden", "must be a multiple of {} for fp8 payloads (docs/numerics.md 1.2), got {}",
+    return invalid_argument("hidden",
+                            "must be a multiple of {} for fp8 payloads (docs/numerics.md 1.2), got {}",
                             kFp8GroupSize, c.hidden);
   }
   if (c.max_tokens_per_rank < 0 || c.max_tokens_per_rank > kMaxTokensPerRank) {

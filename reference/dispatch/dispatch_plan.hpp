@@ -1,11 +1,11 @@
-// The dispatch problem (docs/dispatch.md 5): shapes, payload type, placement and the routing of ALL ranks, validated
-// once and materialized (R·T·K ints and floats, small even for the largest presets), so that any rank can
-// compute its own expected outputs without communication. Payload rows are NOT held here: they are
+// The dispatch problem (docs/dispatch.md 5): shapes, payload type, placement and the routing of ALL ranks,
+// validated once and materialized (R·T·K ints and floats, small even for the largest presets), so that any
+// rank can compute its own expected outputs without communication. Payload rows are NOT held here: they are
 // regenerated on demand through a RowSource (row_source.hpp).
 //
 // Inputs on rank r (docs/dispatch.md 5): `topk_idx [T_r, K]` (int32 here; -1 = masked slot) and `topk_weights
-// [T_r, K]` (f32). `dst_ranks(r, t)` is the set of ranks that own t's valid slots (docs/dispatch.md 5), computed with
-// the ExpertMap (expert_map.hpp).
+// [T_r, K]` (f32). `dst_ranks(r, t)` is the set of ranks that own t's valid slots (docs/dispatch.md 5),
+// computed with the ExpertMap (expert_map.hpp).
 //
 // Validation (`DispatchPlan::make`) rejects, with one message naming the field and its allowed range:
 // - num_ranks outside [1, kMaxRanks]; num_experts outside [1, kMaxExperts] or not a multiple of num_ranks
@@ -14,13 +14,14 @@
 //   [0, kMaxTokensPerRank]; expert_alignment outside [1, kMaxExpertAlignment];
 // - a placement whose num_ranks / num_experts differ from the config;
 // - routing with a number of entries other than num_ranks; num_tokens outside [0, max_tokens_per_rank]
-//   (T_r > T_max is an input error, docs/dispatch.md 5.4, for every layout); topk_idx / topk_weights whose size is not
-//   num_tokens · top_k;
+//   (T_r > T_max is an input error, docs/dispatch.md 5.4, for every layout); topk_idx / topk_weights whose
+//   size is not num_tokens · top_k;
 // - a topk_idx entry outside [-1, num_experts);
 // - the same expert twice among one token's valid slots: an ERROR (DeepEP requires distinct experts per
 //   token; the contract does not say). It also guarantees at most one row per (local expert, r, t) in the
 //   expert-major and LL layouts;
-// - a NaN weight on a valid slot (docs/errors.md 10). Weights of masked slots are never read and may hold anything.
+// - a NaN weight on a valid slot (docs/errors.md 10). Weights of masked slots are never read and may hold
+// anything.
 #pragma once
 
 #include <cstddef>

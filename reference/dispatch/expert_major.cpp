@@ -56,14 +56,8 @@ CompareReport compare_expert_major(const DispatchPlan& plan, const ExpertMajorEx
   CompareReport report;
   const int q = expected.index.rank;
   const std::vector<SourceToken> sources = expected.index.sources();
-  const std::size_t elem = detail::element_bytes(plan);
-  compare_rows_bits(report, "recv_x", q, sources, expected.recv_x.data(), expected.recv_x.size() / elem,
-                    actual.recv_x.data(), actual.recv_x.size() / elem, elem,
-                    static_cast<std::size_t>(plan.hidden()));
-  if (plan.num_scales() > 0) {
-    compare_rows<float>(report, "recv_x_scales", q, sources, expected.recv_x_scales, actual.recv_x_scales,
-                        static_cast<std::size_t>(plan.num_scales()));
-  }
+  detail::compare_payload_rows(report, plan, q, sources, expected.recv_x, expected.recv_x_scales,
+                               actual.recv_x, actual.recv_x_scales);
   std::vector<float> weights;
   weights.reserve(expected.index.rows.size());
   for (const ExpertMajorRow& row : expected.index.rows) weights.push_back(row.weight);

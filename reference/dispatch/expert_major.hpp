@@ -1,5 +1,5 @@
-// HT dispatch, expert-major layout "O-expert" (docs/dispatch.md 5.3, Megatron alltoall order): the expected outputs of
-// destination rank q.
+// HT dispatch, expert-major layout "O-expert" (docs/dispatch.md 5.3, Megatron alltoall order): the expected
+// outputs of destination rank q.
 //
 // Rows: one per (local expert l, source rank r, source token t) such that some slot k of (r, t) is placed
 // on (q, l), sorted lexicographically by (l, r, t). Distinct experts per token (dispatch_plan.hpp) make

@@ -51,8 +51,8 @@ Result<ExpertMap> ExpertMap::make_replicated(int num_ranks, int num_experts, std
   }
   for (int e = 0; e < num_experts; ++e) {
     if (map.replica_begin_[e + 1] == 0) {
-      return invalid_argument("phy2log",
-                              "expert {} has no replica; every expert needs at least one (docs/eplb.md 8.1)", e);
+      return invalid_argument(
+          "phy2log", "expert {} has no replica; every expert needs at least one (docs/eplb.md 8.1)", e);
     }
     map.replica_begin_[e + 1] += map.replica_begin_[e];
   }

@@ -1,4 +1,5 @@
-// Expert placement for dispatch (docs/dispatch.md 5, docs/eplb.md 8.1, docs/eplb.md 8.4): where the expert of one top-k slot lives.
+// Expert placement for dispatch (docs/dispatch.md 5, docs/eplb.md 8.1, docs/eplb.md 8.4): where the expert of
+// one top-k slot lives.
 //
 // An ExpertMap is a list of P physical slots spread evenly over R ranks: slot p lives on rank
 // `p / (P/R)` with local slot index `p % (P/R)` and holds logical expert `phy2log[p]`.
@@ -6,8 +7,9 @@
 // - Default placement (`make_default`): P = E and phy2log is the identity, so expert e lives on rank
 //   `e / L` with local index `e % L`, L = E/R (docs/README.md vocabulary). E must be a multiple of R.
 // - EPLB placement (`make_replicated`): phy2log of ONE layer, [P] with P a multiple of R; every expert
-//   needs at least one replica (docs/eplb.md 8.1). E need not be a multiple of R. The replicas of expert e are its
-//   physical slots in ASCENDING slot id; a (token t, slot k) assignment on its source rank goes to replica
+//   needs at least one replica (docs/eplb.md 8.1). E need not be a multiple of R. The replicas of expert e
+//   are its physical slots in ASCENDING slot id; a (token t, slot k) assignment on its source rank goes to
+//   replica
 //   `(t·K + k) mod cnt_e` of that list (docs/eplb.md 8.4, the flattened index on the source rank). The
 //   `local-first` variant of docs/eplb.md 8.4 is not modelled here.
 //

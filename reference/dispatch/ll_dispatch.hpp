@@ -1,5 +1,6 @@
-// LL (low-latency) dispatch (docs/dispatch.md 5.4): the expected packed layout of destination rank q, and a checker
-// that accepts any valid block order (unordered backends) or only the canonical one (ordered backends).
+// LL (low-latency) dispatch (docs/dispatch.md 5.4): the expected packed layout of destination rank q, and a
+// checker that accepts any valid block order (unordered backends) or only the canonical one (ordered
+// backends).
 //
 // Shapes, with L = plan.num_local_experts() and C = R · T_max (config.max_tokens_per_rank):
 // - packed_recv_x [L, C, row_bytes]; packed_recv_x_scales [L, C, H/128] (fp8 only);

@@ -45,14 +45,8 @@ CompareReport compare_rank_major(const DispatchPlan& plan, const RankMajorExpect
   const RankMajorIndex& index = expected.index;
   const int q = index.rank;
   const std::span<const SourceToken> sources(index.sources);
-  const std::size_t elem = detail::element_bytes(plan);
-  compare_rows_bits(report, "recv_x", q, sources, expected.recv_x.data(), expected.recv_x.size() / elem,
-                    actual.recv_x.data(), actual.recv_x.size() / elem, elem,
-                    static_cast<std::size_t>(plan.hidden()));
-  if (plan.num_scales() > 0) {
-    compare_rows<float>(report, "recv_x_scales", q, sources, expected.recv_x_scales, actual.recv_x_scales,
-                        static_cast<std::size_t>(plan.num_scales()));
-  }
+  detail::compare_payload_rows(report, plan, q, sources, expected.recv_x, expected.recv_x_scales,
+                               actual.recv_x, actual.recv_x_scales);
   const auto top_k = static_cast<std::size_t>(plan.top_k());
   compare_rows<int>(report, "recv_topk_idx", q, sources, index.recv_topk_idx, actual.recv_topk_idx, top_k);
   compare_rows<float>(report, "recv_topk_weights", q, sources, index.recv_topk_weights,

@@ -10,7 +10,8 @@ Result<MaterializedRowSource> MaterializedRowSource::make(PayloadType dtype, int
                                                           std::vector<std::vector<float>> scales) {
   if (hidden < 1 || hidden > kMaxHidden) return out_of_range("hidden", 1, kMaxHidden, hidden);
   if (dtype == PayloadType::kFp8 && hidden % kFp8GroupSize != 0) {
-    return invalid_argument("hidden", "must be a multiple of {} for fp8 payloads (docs/numerics.md 1.2), got {}",
+    return invalid_argument("hidden",
+                            "must be a multiple of {} for fp8 payloads (docs/numerics.md 1.2), got {}",
                             kFp8GroupSize, hidden);
   }
   if (scales.size() != rows.size()) {

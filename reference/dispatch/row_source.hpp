@@ -3,8 +3,8 @@
 // The expected outputs of a rank need the payload rows of its peers, and the payloads of all ranks are
 // far too large to hold at once (8 ranks × 4096 tokens × 7168 bytes for ht-deepseek-v3), so the
 // reference never materializes them: it asks a RowSource for exactly the rows it needs. A workload
-// generator implements RowSource by regenerating the row from (seed, stream, rank, token) (docs/numerics.md 2.1);
-// MaterializedRowSource below holds explicit rows for tests and small problems.
+// generator implements RowSource by regenerating the row from (seed, stream, rank, token)
+// (docs/numerics.md 2.1); MaterializedRowSource below holds explicit rows for tests and small problems.
 //
 // Contract for implementations:
 // - fill_row(rank, token, row): writes the payload of token `token` of source rank `rank`. row.size() is

@@ -30,11 +30,13 @@ class RankSlots {
   bool full(int d) const { return static_cast<int>(lists_[d].size()) == slots_per_rank_; }
   int count(int e) const { return count_[e]; }
   const std::vector<int>& experts_on(int d) const { return lists_[d]; }
+  std::size_t total() const { return total_; }  // slots filled so far
 
   void add(int d, int e) {
     lists_[d].push_back(e);
     holds_[d * experts_ + e] = 1;
     ++count_[e];
+    ++total_;
   }
 
   std::vector<int> phy2log() const {
@@ -46,6 +48,7 @@ class RankSlots {
  private:
   int experts_;
   int slots_per_rank_;
+  std::size_t total_ = 0;
   std::vector<std::vector<int>> lists_;
   std::vector<char> holds_;
   std::vector<int> count_;
@@ -73,19 +76,19 @@ void place_each_expert(RankSlots& slots, const std::vector<double>& demand) {
   }
 }
 
-// Phase 2 (a2a): replicate where the most remote traffic becomes local.
-void add_locality_replicas(RankSlots& slots, const std::vector<std::vector<double>>& traffic,
-                           double cost_gap) {
-  const int experts = static_cast<int>(traffic[0].size());
+// Adds the replica (expert e on rank d, e not there yet, d not full) of the largest positive gain(e, d),
+// lowest e then lowest d on ties, until no replica gains anything. `gain` is called with the current slots.
+template <typename Gain>
+void add_replicas_while_gaining(RankSlots& slots, int experts, Gain gain) {
   while (true) {
     int best_e = -1, best_d = -1;
     double best_gain = 0.0;
     for (int e = 0; e < experts; ++e) {
       for (int d = 0; d < slots.ranks(); ++d) {
         if (slots.holds(d, e) || slots.full(d)) continue;
-        const double gain = traffic[d][e] * cost_gap;
-        if (gain > best_gain) {
-          best_gain = gain;
+        const double g = gain(e, d);
+        if (g > best_gain) {
+          best_gain = g;
           best_e = e;
           best_d = d;
         }
@@ -94,6 +97,13 @@ void add_locality_replicas(RankSlots& slots, const std::vector<std::vector<doubl
     if (best_e < 0) return;
     slots.add(best_d, best_e);
   }
+}
+
+// Phase 2 (a2a): replicate where the most remote traffic becomes local.
+void add_locality_replicas(RankSlots& slots, const std::vector<std::vector<double>>& traffic,
+                           double cost_gap) {
+  add_replicas_while_gaining(slots, static_cast<int>(traffic[0].size()),
+                             [&](int e, int d) { return traffic[d][e] * cost_gap; });
 }
 
 std::vector<double> even_split_loads(const RankSlots& slots, const std::vector<double>& load) {
@@ -124,26 +134,17 @@ double max_after_adding(const RankSlots& slots, const std::vector<double>& loads
 
 // Phase 2 (ag): replicate while one replica strictly lowers the max rank load.
 void add_min_max_replicas(RankSlots& slots, const std::vector<double>& load) {
-  const int experts = static_cast<int>(load.size());
-  while (true) {
-    const std::vector<double> loads = even_split_loads(slots, load);
-    const double max_load = *std::max_element(loads.begin(), loads.end());
-    int best_e = -1, best_d = -1;
-    double best_gain = 0.0;
-    for (int e = 0; e < experts; ++e) {
-      for (int d = 0; d < slots.ranks(); ++d) {
-        if (slots.holds(d, e) || slots.full(d)) continue;
-        const double gain = max_load - max_after_adding(slots, loads, load, e, d);
-        if (gain > best_gain) {
-          best_gain = gain;
-          best_e = e;
-          best_d = d;
-        }
-      }
+  // The loads of the current slots, recomputed only when a replica was added (the gain sees new slots).
+  std::vector<double> loads;
+  std::size_t loads_of = 0;
+  add_replicas_while_gaining(slots, static_cast<int>(load.size()), [&](int e, int d) {
+    if (loads.empty() || loads_of != slots.total()) {
+      loads = even_split_loads(slots, load);
+      loads_of = slots.total();
     }
-    if (best_e < 0) return;
-    slots.add(best_d, best_e);
-  }
+    const double max_load = *std::max_element(loads.begin(), loads.end());
+    return max_load - max_after_adding(slots, loads, load, e, d);
+  });
 }
 
 // Completion: every free slot takes the missing expert with the largest demand per replica.

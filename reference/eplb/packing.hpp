@@ -1,5 +1,5 @@
-// The building blocks of the deepseek policy (docs/eplb.md 8.2), exposed so that each can be tested on its own.
-// All weights are float64 and must be finite and >= 0 (callers validate); all ties follow the canonical
+// The building blocks of the deepseek policy (docs/eplb.md 8.2), exposed so that each can be tested on its
+// own. All weights are float64 and must be finite and >= 0 (callers validate); all ties follow the canonical
 // order of docs/numerics.md 1.3 (weight descending, then index ascending).
 #pragma once
 

@@ -67,8 +67,8 @@ Result<Placement> make_placement(std::span<const std::vector<int>> phy2log,
 Result<Placement> placement_from_phy2log(std::span<const std::vector<int>> phy2log, int num_experts,
                                          int num_ranks);
 
-// Verifies every docs/eplb.md 8.1 invariant; the error message starts with "placement: <invariant>" (see above)
-// and names the layer, expert or slot at fault.
+// Verifies every docs/eplb.md 8.1 invariant; the error message starts with "placement: <invariant>" (see
+// above) and names the layer, expert or slot at fault.
 Status check_placement(const Placement& placement);
 
 // phy2log as [layers][P] rows, and the replica index of every slot (its position in log2phy).

@@ -1,14 +1,15 @@
 // EPLB policies (docs/eplb.md 8.2, 8.3): loads -> placement, behind one interface, registered by name.
 //
-// Every policy reads an `EplbProblem` and returns an `EplbPlan` whose placement satisfies every docs/eplb.md 8.1
-// invariant (checked before it is returned). Loads are float64 token counts (any finite value >= 0);
-// every tie follows the canonical order of docs/numerics.md 1.3 (value descending, then lowest id), so all-zero or
-// all-equal loads give a well-defined placement. Validation errors name the `EplbProblem` field exactly as
-// the JSON tool spells it ("num_replicas: ...", "weight[1][3]: ...").
+// Every policy reads an `EplbProblem` and returns an `EplbPlan` whose placement satisfies every
+// docs/eplb.md 8.1 invariant (checked before it is returned). Loads are float64 token counts (any finite
+// value >= 0); every tie follows the canonical order of docs/numerics.md 1.3 (value descending, then lowest
+// id), so all-zero or all-equal loads give a well-defined placement. Validation errors name the `EplbProblem`
+// field exactly as the JSON tool spells it ("num_replicas: ...", "weight[1][3]: ...").
 //
 // Registered policies (`eplb_policy_names()`), with their exact rules:
 //
-// deepseek (docs/eplb.md 8.2, deepseek-ai/EPLB): hierarchical when num_groups % num_nodes == 0, else the global
+// deepseek (docs/eplb.md 8.2, deepseek-ai/EPLB): hierarchical when num_groups % num_nodes == 0, else the
+// global
 //   path, which is the same algorithm with num_groups = num_nodes = 1. Per layer:
 //   1. group weight = sum of its E/G experts' loads (float64, ascending index); `balanced_packing` of the
 //      G groups onto N nodes; group g becomes node-local group pack*(G/N) + rank_in_pack, its experts keep
@@ -29,7 +30,8 @@
 // static: slot p holds expert p mod E (identity when P == E; the P - E extra slots hold replicas of
 //   experts 0, 1, 2, ... round-robin). Loads are ignored; replicas are numbered in slot order.
 //
-// mindie-a2a, mindie-ag (docs/eplb.md 8.3, MindIE-SD DyEPLB "A2A"/"AG" services; random and argsort-order choices
+// mindie-a2a, mindie-ag (docs/eplb.md 8.3, MindIE-SD DyEPLB "A2A"/"AG" services; random and argsort-order
+// choices
 //   replaced by lowest-id rules). Each rank has S = P/R slots and holds distinct experts (S <= E required).
 //   Phase 1: experts in order of demand (descending, ties lowest e) each go to the rank with the fewest
 //     used slots (ties lowest rank). Demand: a2a = sum_d traffic[l][d][e]; ag = load[l][e].
@@ -39,12 +41,14 @@
 //     (e not on d, d not full) whose replica most reduces the max rank load (d gains load_e/(cnt_e+1),
 //     every holder of e drops from load_e/cnt_e to load_e/(cnt_e+1)); only strict reductions count;
 //     ties lowest e, then lowest d.
-//   Completion (both; the original may stop with empty slots, docs/eplb.md 8.1 needs every slot filled): while a
+//   Completion (both; the original may stop with empty slots, docs/eplb.md 8.1 needs every slot filled):
+//   while a
 //     rank has a free slot, the lowest such rank takes the expert it lacks with the largest demand_e /
 //     cnt_e (ties lowest e).
 //   Within a rank, slots are filled in the order experts were added; replicas are numbered in slot order.
 //
-// mindie-ex (docs/eplb.md 8.3, MindIE-SD "EX" expert exchange): starts from `current` (or the static placement
+// mindie-ex (docs/eplb.md 8.3, MindIE-SD "EX" expert exchange): starts from `current` (or the static
+// placement
 //   when absent) and keeps every slot's replica index. Slot weight w_s = load_e / cnt_e, rank load =
 //   sum of its slot weights. For at most max_move rounds: hi = most loaded rank, lo = least loaded (ties
 //   lowest rank); gap = load_hi - load_lo; stop when gap < threshold. Candidate swaps (a on hi, b on lo, by

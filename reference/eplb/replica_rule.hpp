@@ -7,8 +7,8 @@
 //              (ordered by replica index): candidates[n mod |candidates|]; when there are none, among the
 //              replicas on the source rank's node (ranks [node*RPN, (node+1)*RPN), RPN = ranks_per_node);
 //              when there are none either, the kModulo rule.
-// Replicas hold identical weights, so the choice never changes a token's result (docs/layer.md 4.2), only where
-// it is computed.
+// Replicas hold identical weights, so the choice never changes a token's result (docs/layer.md 4.2), only
+// where it is computed.
 #pragma once
 
 #include <cstdint>

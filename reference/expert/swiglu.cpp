@@ -17,7 +17,8 @@ Status check_output(std::string_view field, std::size_t got, std::size_t rows, s
                           rows * cols, got);
 }
 
-// docs/numerics.md 1.4: ascending index order from 0.0f; -ffp-contract=off keeps the multiply and the add apart.
+// docs/numerics.md 1.4: ascending index order from 0.0f; -ffp-contract=off keeps the multiply and the add
+// apart.
 float ascending_dot(const float* x, const bf16* w, int len) {
   float sum = 0.0f;
   for (int i = 0; i < len; ++i) sum = sum + x[i] * w[i].to_float();

@@ -1,7 +1,7 @@
 // Vectorized, batch-invariant SwiGLU expert kernel (docs/layer.md 4.2).
 //
-// Same formula as the scalar reference (swiglu.hpp, docs/layer.md 4.1); only the dot products use another fixed
-// reduction tree. Every dot product d = Σ_i x_i · w_i of length n is, for every build and CPU:
+// Same formula as the scalar reference (swiglu.hpp, docs/layer.md 4.1); only the dot products use another
+// fixed reduction tree. Every dot product d = Σ_i x_i · w_i of length n is, for every build and CPU:
 //
 //   1. 16 fp32 lanes start at +0.0f. Lane l takes the indices i ≡ l (mod 16) in ascending order:
 //        acc[l] = fma(x_i, w_i, acc[l])            (one rounding: std::fma semantics)
@@ -16,8 +16,8 @@
 //
 // The tree never depends on the ISA, on the batch size, on the row's position in the batch or on which
 // rows share it, so a row's output bits depend only on that row and the weights (batch invariance).
-// Against the docs/numerics.md 1.4 ascending sum of the scalar reference the fp32 results differ only by rounding
-// (see the tests for the bounds). silu and the bf16 roundings are the shared ones of swiglu.hpp.
+// Against the docs/numerics.md 1.4 ascending sum of the scalar reference the fp32 results differ only by
+// rounding (see the tests for the bounds). silu and the bf16 roundings are the shared ones of swiglu.hpp.
 //
 // Paths: `kPortable` (plain C++, always available), `kAvx2` (AVX2 + FMA) and `kAvx512` (AVX-512F + FMA).
 // The AVX paths are compiled into separate translation units with per-file -m flags when the CMake

@@ -1,6 +1,7 @@
-// Combine trees of the MoE layer (docs/layer.md 4.3, docs/dispatch.md 5.5): how a token's weighted expert outputs become its
-// bf16 routed output. The single-process layer implements every tree for a given R and placement, so a
-// distributed layer is compared bit-exactly with the reference for the tree its transport declares.
+// Combine trees of the MoE layer (docs/layer.md 4.3, docs/dispatch.md 5.5): how a token's weighted expert
+// outputs become its bf16 routed output. The single-process layer implements every tree for a given R and
+// placement, so a distributed layer is compared bit-exactly with the reference for the tree its transport
+// declares.
 //
 // A token's slots are given in slot order (docs/layer.md 4.3: token choice = router order, expert choice =
 // ascending expert id); a slot with expert -1 (a dropped token-choice assignment) is skipped. With

@@ -1,13 +1,15 @@
-// Single-process MoE layer reference (docs/layer.md 4.3): router -> routed experts -> combine tree -> + shared
-// experts. Distributed layers are compared with it bit for bit when they use the same expert kernel and
-// the same combine tree (docs/layer.md 4.2).
+// Single-process MoE layer reference (docs/layer.md 4.3): router -> routed experts -> combine tree -> +
+// shared experts. Distributed layers are compared with it bit for bit when they use the same expert kernel
+// and the same combine tree (docs/layer.md 4.2).
 //
 // For a batch of T = B·S tokens (sample-major: token i is in sample i / S):
-//   1. logits [T, E] (fp32): `generated` = docs/numerics.md 2.2 router logits data::router_logit(seed, layer, rank 0,
+//   1. logits [T, E] (fp32): `generated` = docs/numerics.md 2.2 router logits data::router_logit(seed, layer,
+//   rank 0,
 //      token i, expert e); `gate` = the gate GEMM x · Wg^T with Wg [E, H] bf16 from
 //      data::fill_expert_weight(seed, layer, kGate, 0, E, H), each logit an fp32 dot product in
 //      ascending h from 0.0f (docs/numerics.md 1.4).
-//   2. routing = routing::route(router, logits, S, mask_ratio): slots in docs/layer.md 4.3 slot order with their
+//   2. routing = routing::route(router, logits, S, mask_ratio): slots in docs/layer.md 4.3 slot order with
+//   their
 //      final weights w (EC: g_ij · Fscale[|J_i|]; TC: g_ij; a dropped TC slot is expert -1, skipped).
 //   3. Every routed expert e runs once on the rows of the tokens that have a slot on e (ascending token
 //      order; the kernels are batch invariant, so the grouping does not change any bit). Its weights are
@@ -75,8 +77,8 @@ struct MoeLayerInputs {
   std::vector<float> logits;
 };
 
-// The gate GEMM: logits[t][e] = Σ_h fp32(x[t][h]) · fp32(gate[e][h]), ascending h from 0.0f (docs/numerics.md 1.4).
-// x is [T, H], gate is [E, H]. Errors: sizes not multiples of H / inconsistent.
+// The gate GEMM: logits[t][e] = Σ_h fp32(x[t][h]) · fp32(gate[e][h]), ascending h from 0.0f
+// (docs/numerics.md 1.4). x is [T, H], gate is [E, H]. Errors: sizes not multiples of H / inconsistent.
 Result<std::vector<float>> gate_logits(std::span<const bf16> x, std::span<const bf16> gate, int hidden);
 
 // Generates x and the logits (step 1 above) for a valid config.

@@ -1,5 +1,5 @@
-// bfloat16 (docs/numerics.md 1.1): fp32 -> bf16 rounds to nearest even on the upper 16 bits; NaN stays a quiet NaN
-// (sign and payload top bits kept, quiet bit forced); bf16 -> fp32 is exact.
+// bfloat16 (docs/numerics.md 1.1): fp32 -> bf16 rounds to nearest even on the upper 16 bits; NaN stays a
+// quiet NaN (sign and payload top bits kept, quiet bit forced); bf16 -> fp32 is exact.
 #pragma once
 
 #include <cstdint>

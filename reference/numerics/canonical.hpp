@@ -1,6 +1,6 @@
-// Canonical order (docs/numerics.md 1.3): key descending, then index ascending. -inf sorts last; NaN is an input
-// error that callers reject before ordering (see `first_nan`): every helper below has "no key is NaN" as
-// its precondition, because NaN breaks the strict weak order the algorithms rely on.
+// Canonical order (docs/numerics.md 1.3): key descending, then index ascending. -inf sorts last; NaN is an
+// input error that callers reject before ordering (see `first_nan`): every helper below has "no key is NaN"
+// as its precondition, because NaN breaks the strict weak order the algorithms rely on.
 #pragma once
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// OCP fp8 e4m3fn (docs/numerics.md 1.1): 1 sign, 4 exponent (bias 7), 3 mantissa bits; max finite 448 (0x7e), no
-// infinities, NaN = S.1111.111. fp32 -> fp8 rounds to nearest even and saturates to +-448 (infinities
+// OCP fp8 e4m3fn (docs/numerics.md 1.1): 1 sign, 4 exponent (bias 7), 3 mantissa bits; max finite 448 (0x7e),
+// no infinities, NaN = S.1111.111. fp32 -> fp8 rounds to nearest even and saturates to +-448 (infinities
 // included); NaN maps to the NaN code with the input's sign. fp8 -> fp32 is exact; a NaN code decodes to
 // the quiet NaN 0x7fc00000 with the code's sign.
 #pragma once

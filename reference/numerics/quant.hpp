@@ -1,6 +1,6 @@
-// FP8 per-token quantization of a token batch (docs/numerics.md 1.2, DeepEP convention) and its dequantization:
-// the host reference of the fp8 payloads that dispatch carries (docs/dispatch.md 5: x fp8 [T, H] + scales
-// [T, H/128] fp32).
+// FP8 per-token quantization of a token batch (docs/numerics.md 1.2, DeepEP convention) and its
+// dequantization: the host reference of the fp8 payloads that dispatch carries (docs/dispatch.md 5: x fp8 [T,
+// H] + scales [T, H/128] fp32).
 //
 // Row t, group g covers channels [128 g, 128 g + 128) of x[t]; its codes land at the same positions of
 // `codes` and its scale at scales[t * (H / 128) + g]. The arithmetic of one group, including how NaN

@@ -1,5 +1,5 @@
-// FP8 per-token quantization of one group of 128 channels (docs/numerics.md 1.2, DeepEP convention): the kernel
-// body shared by the host reference (quant.hpp) and the CUDA/HIP kernels (impls/device), so the CPU
+// FP8 per-token quantization of one group of 128 channels (docs/numerics.md 1.2, DeepEP convention): the
+// kernel body shared by the host reference (quant.hpp) and the CUDA/HIP kernels (impls/device), so the CPU
 // tests cover what the devices run.
 //
 // For a group x[0..127] of bf16 values:

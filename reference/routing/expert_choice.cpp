@@ -12,9 +12,9 @@ namespace {
 
 constexpr float kGateEpsilon = 1e-20f;  // docs/routing.md 3.3 denominator guard
 
-// Canonical order (docs/numerics.md 1.3) of (key, position) as one unsigned integer: the order-preserving bits of the
-// key above the complemented position, so a larger integer comes first. -0.0 is folded onto +0.0 because
-// the two compare equal as keys (they tie and the lower position wins).
+// Canonical order (docs/numerics.md 1.3) of (key, position) as one unsigned integer: the order-preserving
+// bits of the key above the complemented position, so a larger integer comes first. -0.0 is folded onto +0.0
+// because the two compare equal as keys (they tie and the lower position wins).
 std::uint64_t canonical_code(float key, std::uint32_t position) {
   const float folded = key + 0.0f;  // -0.0 + 0.0 = +0.0 (round to nearest); every other key unchanged
   std::uint32_t bits;
@@ -165,8 +165,8 @@ std::vector<Pass> plan_passes(const ExpertChoiceConfig& config, const RoutingInp
 }
 
 // CSR slots from the per-pass selections: passes are visited in token order and experts ascending, so
-// every token's experts come out ascending (docs/layer.md 4.3 slot order for expert choice). The selection keys go
-// to slot_gate; the gate step turns them into gates in place (no second gather from the logits).
+// every token's experts come out ascending (docs/layer.md 4.3 slot order for expert choice). The selection
+// keys go to slot_gate; the gate step turns them into gates in place (no second gather from the logits).
 void build_slots(const std::vector<Pass>& passes, const std::vector<Kept>& kept, Routing& routing) {
   const std::int64_t e = routing.num_experts;
   std::vector<std::int64_t> count(routing.num_tokens + 1, 0);

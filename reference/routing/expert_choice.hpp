@@ -1,19 +1,20 @@
-// Expert-choice routing (docs/routing.md 3.3) with step-dependent capacity (docs/routing.md 3.4, schedule.hpp).
+// Expert-choice routing (docs/routing.md 3.3) with step-dependent capacity (docs/routing.md 3.4,
+// schedule.hpp).
 //
 // Variant `kDlm` ("ec", EC-DLM semantics, the default):
 //   Capacity. Sequence scope: per sample b, c_b = max(floor(S·k_b / E), 1). Batch scope: one capacity
 //   over all B·S tokens, c = max(floor(Σ_b S·k_b / E), 1); with a static schedule that is
-//   max(floor(B·S·k / E), 1) as in the contract, and with a schedule the batch gets the summed per-sample budget
-//   (k is then the mean of the k_b). k_b <= E (validated), so c_b <= S and c <= B·S always: no clamping.
-//   Selection. Per sample b (batch scope: over all tokens) and expert j, the c_b tokens with the
-//   canonical-first raw logits l[i][j] (docs/numerics.md 1.3: larger logit first, lower token position wins ties;
-//   -inf last but still selected when c_b needs it). J_i = experts that picked token i, ascending.
+//   max(floor(B·S·k / E), 1) as in the contract, and with a schedule the batch gets the summed per-sample
+//   budget (k is then the mean of the k_b). k_b <= E (validated), so c_b <= S and c <= B·S always: no
+//   clamping. Selection. Per sample b (batch scope: over all tokens) and expert j, the c_b tokens with the
+//   canonical-first raw logits l[i][j] (docs/numerics.md 1.3: larger logit first, lower token position wins
+//   ties; -inf last but still selected when c_b needs it). J_i = experts that picked token i, ascending.
 //   Gates, fp32, sums in ascending j starting from 0.0f:
 //     softmax: m_i = max_{j∈J_i} l_ij; g_ij = exp(l_ij − m_i) / (Σ_{j'∈J_i} exp(l_ij' − m_i) + 1e-20f).
 //              When every l_ij of J_i is -inf (m_i = -inf) every exp term is taken as 0: g_ij = 0.0f.
 //     sigmoid: g_ij = σ(l_ij) / (Σ_{j'∈J_i} σ(l_ij') + 1e-20f).
-//   Slot weight (the gate reported): w_ij = g_ij · Fscale[|J_i|] in fp32 (docs/layer.md 4.3); Fscale has E + 1
-//   entries (empty: all 1.0; entry 0 is never used). |J_i| = 0: the token is dropped (no slot).
+//   Slot weight (the gate reported): w_ij = g_ij · Fscale[|J_i|] in fp32 (docs/layer.md 4.3); Fscale has E +
+//   1 entries (empty: all 1.0; entry 0 is never used). |J_i| = 0: the token is dropped (no slot).
 // Variant `kSoftmax` ("ec-softmax", Zhou et al.): P_i = softmax over all E experts of row i (scores.hpp);
 //   selection as above but by P[i][j] instead of l[i][j]; gate = P[i][j], no renormalization, no Fscale.
 // Output (routing.hpp): slots in ascending expert id; k_per_sample = k_b; capacity_per_sample = c_b

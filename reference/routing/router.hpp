@@ -1,5 +1,6 @@
-// One router configuration of any kind (token choice, docs/routing.md 3.1-3.2, or expert choice, docs/routing.md 3.3-3.4) and
-// the single entry point that runs it; the MoE layer and the CLI hold a RouterConfig and call `route`.
+// One router configuration of any kind (token choice, docs/routing.md 3.1-3.2, or expert choice,
+// docs/routing.md 3.3-3.4) and the single entry point that runs it; the MoE layer and the CLI hold a
+// RouterConfig and call `route`.
 #pragma once
 
 #include <string_view>

@@ -1,16 +1,17 @@
 // The input and output of every router (docs/routing.md 3): `logits (fp32, [T, E]) -> (selection, gates)`.
 //
 // Input: `RoutingInput` holds row-major logits [T, E] of T = B·S tokens, sample-major (token i belongs to
-// sample i / S), the sequence length S and, for step-dependent capacity (docs/routing.md 3.4), one mask ratio per
-// sample. `validate_routing_input` checks it once for every router:
+// sample i / S), the sequence length S and, for step-dependent capacity (docs/routing.md 3.4), one mask ratio
+// per sample. `validate_routing_input` checks it once for every router:
 //   - T >= 1, E >= 1, logits.size() == T·E                      ("logits: ...")
-//   - no NaN  -> "logits[t][e]: NaN is not allowed" (docs/numerics.md 1.3); no +inf -> "logits[t][e]: +inf is not
+//   - no NaN  -> "logits[t][e]: NaN is not allowed" (docs/numerics.md 1.3); no +inf -> "logits[t][e]: +inf is
+//   not
 //     allowed" (+inf would make the max-subtracted softmax NaN); -inf is allowed and sorts last
 //   - S in [1, T] and T a multiple of S                          ("seq_len: ...")
 //   - mask_ratio empty or of size B, every value in [0, 1]       ("mask_ratio[b]: ...")
 //
-// Output: `Routing`, per token its slots in docs/layer.md 4.3 slot order (token choice: router order, i.e. the
-// canonical order of the selection key, with a dropped slot kept in place as expert -1 / gate 0; expert
+// Output: `Routing`, per token its slots in docs/layer.md 4.3 slot order (token choice: router order, i.e.
+// the canonical order of the selection key, with a dropped slot kept in place as expert -1 / gate 0; expert
 // choice: ascending expert id, only the experts that picked the token) as CSR arrays, plus the statistics
 // every consumer reports (docs/routing.md 3.2-3.4). `to_fixed_topk` converts it to the fixed [T, width]
 // topk_idx / topk_weights form that dispatch takes (docs/dispatch.md 5), padded with -1 / 0.0f.
@@ -49,7 +50,7 @@ struct Routing {
   // CSR: token t's slots are [slot_begin[t], slot_begin[t + 1]) of slot_expert / slot_gate.
   std::vector<std::int64_t> slot_begin;   // [T + 1]
   std::vector<std::int32_t> slot_expert;  // expert id, -1 for a dropped token-choice slot
-  std::vector<float> slot_gate;           // final slot weight (docs/layer.md 4.3 `w`); 0.0f for a dropped slot
+  std::vector<float> slot_gate;  // final slot weight (docs/layer.md 4.3 `w`); 0.0f for a dropped slot
 
   std::vector<std::int64_t> k_per_sample;  // [B]: k_b (token choice: K for every sample)
   // Expert choice, sequence scope: c_b per sample ([B]); empty for the other routers.
@@ -79,8 +80,8 @@ struct Routing {
   }
 };
 
-// The dispatch form of a routing (docs/dispatch.md 5): topk_idx / topk_weights [num_tokens, width], row-major,
-// slots in slot order, padded with -1 / 0.0f.
+// The dispatch form of a routing (docs/dispatch.md 5): topk_idx / topk_weights [num_tokens, width],
+// row-major, slots in slot order, padded with -1 / 0.0f.
 struct FixedTopk {
   std::int64_t num_tokens = 0;
   std::int64_t width = 0;

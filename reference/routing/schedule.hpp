@@ -1,4 +1,5 @@
-// Timestep-dependent capacity (docs/routing.md 3.4): the per-sample k_b of expert choice from the sample's mask ratio.
+// Timestep-dependent capacity (docs/routing.md 3.4): the per-sample k_b of expert choice from the sample's
+// mask ratio.
 //
 //   k_b = clamp(round_half_even(k_min + (k_max − k_min)·s(r_b)), k_min, k_max)
 //

@@ -1,5 +1,5 @@
-// Router score functions in fp32 with the operation order fixed by docs/numerics.md 1.4 / 3.1 (the reference library
-// is built with -ffp-contract=off, so every operation rounds once).
+// Router score functions in fp32 with the operation order fixed by docs/numerics.md 1.4 / 3.1 (the reference
+// library is built with -ffp-contract=off, so every operation rounds once).
 //
 // sigmoid(x) = 1 / (1 + exp(-x)); sigmoid(-inf) = 0. Inputs must not be NaN or +inf.
 // softmax_row: m = max_e x_e; d_e = exp(x_e - m); s = Σ_e d_e in ascending e starting from 0.0f;

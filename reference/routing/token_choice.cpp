@@ -97,7 +97,8 @@ void drop_by_position(Routing& routing, std::int64_t k, std::int64_t capacity) {
   }
 }
 
-// docs/routing.md 3.2 `probs`: per expert keep the `capacity` largest final gates, ties to the lower token index.
+// docs/routing.md 3.2 `probs`: per expert keep the `capacity` largest final gates, ties to the lower token
+// index.
 void drop_by_probs(Routing& routing, std::int64_t capacity) {
   std::vector<std::vector<std::int64_t>> slots_of_expert(routing.num_experts);
   for (std::size_t slot = 0; slot < routing.slot_expert.size(); ++slot) {

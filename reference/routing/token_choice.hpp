@@ -1,5 +1,5 @@
-// Token-choice routing (docs/routing.md 3.1) with capacity and drops (docs/routing.md 3.2), the reference every TC router of
-// epsuite is compared with exactly.
+// Token-choice routing (docs/routing.md 3.1) with capacity and drops (docs/routing.md 3.2), the reference
+// every TC router of epsuite is compared with exactly.
 //
 // Per token t, in fp32 (docs/numerics.md 1.4, operation order as written):
 //   1. Scores p_e: `softmax` (scores.hpp: max-subtracted, sum ascending e; a row of all -inf gives p = 0)

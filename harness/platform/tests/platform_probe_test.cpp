@@ -1,5 +1,5 @@
-// The node probe behind `epsuite info` and every results file's platform (docs/results.md 9.1) on the machine that
-// runs the test: it must find a CPU model and memory, and for each list either entries or a reason.
+// The node probe behind `epsuite info` and every results file's platform (docs/results.md 9.1) on the machine
+// that runs the test: it must find a CPU model and memory, and for each list either entries or a reason.
 #include "harness/platform/platform_probe.hpp"
 
 #include <gtest/gtest.h>

@@ -34,6 +34,38 @@ def fail(message):
     return 1
 
 
+def make_identity_inputs(here, work_dir):
+    """Two documents of one platform, both `direct`, one over shm and one over libfabric:shm (identities that
+    differ only in the fabric): they must stay two series (docs/results.md 9.3)."""
+    with open(os.path.join(here, "results_a.json"), encoding="utf-8") as f:
+        base = json.load(f)
+    paths = []
+    for fabric in ("shm", "libfabric:shm"):
+        doc = json.loads(json.dumps(base))
+        for case in doc["results"]:
+            case["transport"] = "direct"
+            case["identity"] = {"fabric": fabric, "signal": "fabric-order", "chaos": "off"}
+        path = os.path.join(work_dir, f"direct_{fabric.replace(':', '_')}.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+        paths.append(path)
+    print(" ".join(paths))
+    return 0
+
+
+def check_identities(out_dir):
+    with open(os.path.join(out_dir, "plots.json"), encoding="utf-8") as f:
+        index = json.load(f)
+    expected = {"direct (fabric=libfabric:shm)", "direct (fabric=shm)"}
+    for plot in index["plots"]:
+        if plot.get("kind") != "bandwidth":
+            continue
+        labels = {s["label"] for s in plot["series"]}
+        if labels != expected:
+            return fail(f"{plot['files'][0]}: series {sorted(labels)}, expected {sorted(expected)}")
+    return 0
+
+
 def main(out_dir):
     with open(os.path.join(out_dir, "plots.json"), encoding="utf-8") as f:
         index = json.load(f)
@@ -71,4 +103,8 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "make-identity-inputs":
+        sys.exit(make_identity_inputs(sys.argv[2], sys.argv[3]))
+    if sys.argv[1] == "check-identities":
+        sys.exit(check_identities(sys.argv[2]))
     sys.exit(main(sys.argv[1]))

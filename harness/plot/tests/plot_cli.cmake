@@ -1,7 +1,8 @@
 # `epsuite plot` end to end, run by ctest as
 #   cmake -DEPSUITE=... -DPYTHON=... -DVALIDATOR=... -DSCHEMA=... -DHERE=... -DWORK_DIR=... -DCASE=... -P plot_cli.cmake
 # CASE two-files: the two schema-valid fixtures of this folder are plotted; check_plots.py checks the files
-#   and the series of plots.json. Other CASEs: one bad input each (a foreign JSON, a truncated file, a schema
+#   and the series of plots.json. CASE identities: direct over shm and direct over libfabric:shm stay two
+#   series (docs/results.md 9.3). Other CASEs: one bad input each (a foreign JSON, a truncated file, a schema
 #   version from the future, an empty results list, a case without sizes.tokens) must exit exactly 2 with one
 #   message and draw nothing.
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -16,6 +17,10 @@ if(CASE STREQUAL "two-files")
     message(FATAL_ERROR "the fixtures are not schema-valid")
   endif()
   set(inputs ${HERE}/results_a.json ${HERE}/results_b.json)
+elseif(CASE STREQUAL "identities")
+  execute_process(COMMAND ${PYTHON} ${HERE}/check_plots.py make-identity-inputs ${HERE} ${WORK_DIR}
+                  OUTPUT_VARIABLE made OUTPUT_STRIP_TRAILING_WHITESPACE)
+  separate_arguments(inputs UNIX_COMMAND "${made}")
 elseif(CASE STREQUAL "foreign")
   file(WRITE ${bad} "{\"name\": \"not a results document\", \"results\": []}\n")
   set(expect "not an epsuite results document")
@@ -39,7 +44,7 @@ elseif(CASE STREQUAL "no-tokens")
 else()
   message(FATAL_ERROR "unknown CASE ${CASE}")
 endif()
-if(NOT CASE STREQUAL "two-files")
+if(NOT CASE STREQUAL "two-files" AND NOT CASE STREQUAL "identities")
   set(inputs ${HERE}/results_a.json ${bad})
 endif()
 
@@ -47,11 +52,16 @@ execute_process(COMMAND ${EPSUITE} plot ${inputs} --out ${out}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE stdout ERROR_VARIABLE stderr TIMEOUT 120)
 message("stdout:\n${stdout}\nstderr:\n${stderr}")
 
-if(CASE STREQUAL "two-files")
+if(CASE STREQUAL "two-files" OR CASE STREQUAL "identities")
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "epsuite plot exited with '${rc}'")
   endif()
-  execute_process(COMMAND ${PYTHON} ${HERE}/check_plots.py ${out} RESULT_VARIABLE check_rc)
+  if(CASE STREQUAL "identities")
+    set(check check-identities ${out})
+  else()
+    set(check ${out})
+  endif()
+  execute_process(COMMAND ${PYTHON} ${HERE}/check_plots.py ${check} RESULT_VARIABLE check_rc)
   if(NOT check_rc EQUAL 0)
     message(FATAL_ERROR "plots.json or the figures are not as expected")
   endif()

@@ -1,4 +1,5 @@
-// `epsuite ref eplb` (docs/eplb.md 8): the JSON tool on the golden vector of docs/eplb.md 8.2, hand cases and bad input.
+// `epsuite ref eplb` (docs/eplb.md 8): the JSON tool on the golden vector of docs/eplb.md 8.2, hand cases and
+// bad input.
 #include <gtest/gtest.h>
 
 #include "harness/ref/ref_tool.hpp"

@@ -1,4 +1,5 @@
-// `epsuite ref route` on JSON documents: docs/routing.md 3.2/3.3/3.4 hand cases and the error messages of docs/errors.md 10.
+// `epsuite ref route` on JSON documents: docs/routing.md 3.2/3.3/3.4 hand cases and the error messages of
+// docs/errors.md 10.
 #include "harness/ref/ref_route.hpp"
 
 #include <cmath>

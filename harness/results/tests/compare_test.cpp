@@ -168,6 +168,35 @@ TEST(CompareResults, IdenticalDocumentsPass) {
   EXPECT_EQ(c->exit_code(), 0);
 }
 
+// docs/results.md 9.3: direct over shm and direct over libfabric:shm on one machine are different cases,
+// never compared, even when every other field matches (a regression of one would otherwise hide behind the
+// other).
+TEST(CompareResults, DifferentFabricsAreUnmatchedNotCompared) {
+  CaseResult shm = make_case("dispatch", kTimes);
+  shm.transport = "direct";
+  shm.identity = {{"fabric", "shm"}, {"signal", "fabric-order"}, {"chaos", "off"}};
+  CaseResult libfabric_shm = shm;
+  libfabric_shm.identity["fabric"] = "libfabric:shm";
+  libfabric_shm.times_us = scaled(3.0);  // would be a regression if it were compared with shm
+  Result<Comparison> c = compare_results(document({shm}), document({libfabric_shm}), {});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->cases.empty());
+  ASSERT_EQ(c->only_in_base.size(), 1u);
+  ASSERT_EQ(c->only_in_new.size(), 1u);
+  EXPECT_NE(c->only_in_base[0].find("fabric=shm"), std::string::npos) << c->only_in_base[0];
+  EXPECT_NE(c->only_in_new[0].find("fabric=libfabric:shm"), std::string::npos) << c->only_in_new[0];
+  EXPECT_EQ(c->exit_code(), 0);
+}
+
+TEST(CaseKey, IdentityEntriesArePartOfTheKey) {
+  CaseResult c = make_case("dispatch", {1});
+  c.identity = {{"signal", "imm-seq"}, {"fabric", "shm"}};
+  EXPECT_EQ(case_key(c), "dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=128 fabric=shm signal=imm-seq");
+  CaseResult other = c;
+  other.identity["signal"] = "recv-count";
+  EXPECT_NE(case_key(other), case_key(c));
+}
+
 TEST(CompareResults, OnePointFiveTimesSlowerRegresses) {
   Result<Comparison> c = compare_results(document({make_case("dispatch", kTimes)}),
                                          document({make_case("dispatch", scaled(1.5))}), {});

@@ -1,5 +1,5 @@
-// EPS_CUDA_CHECK: every CUDA runtime return code in epsuite goes through it (docs/architecture.md, house style
-// rule 3). On failure the enclosing function returns a kEnvironment Status naming the CUDA error, the
+// EPS_CUDA_CHECK: every CUDA runtime return code in epsuite goes through it (docs/architecture.md, house
+// style rule 3). On failure the enclosing function returns a kEnvironment Status naming the CUDA error, the
 // failed call, file:line and the host: "CUDA cudaErrorInvalidValue (invalid argument) from
 // cudaMemcpyAsync(...) at impls/device/cuda/x.cpp:42 on host gpu07". Host code only (compiled by the C++
 // compiler, not nvcc, because fmt's compile-time format strings do not build under nvcc).

@@ -1,7 +1,7 @@
-// HIP kernels of the numerics (docs/numerics.md 1.2, docs/numerics.md 2.1), built for gfx90a (EPS_HIP_ARCHITECTURES) into
-// eps_device_hip. The kernels run the EPS_HD bodies of reference/numerics/quant_group.hpp and
-// reference/data/philox.hpp, so their results are bit-identical to the host references (which the CPU
-// tests cover).
+// HIP kernels of the numerics (docs/numerics.md 1.2, docs/numerics.md 2.1), built for gfx90a
+// (EPS_HIP_ARCHITECTURES) into eps_device_hip. The kernels run the EPS_HD bodies of
+// reference/numerics/quant_group.hpp and reference/data/philox.hpp, so their results are bit-identical to the
+// host references (which the CPU tests cover).
 //
 // All pointers are device memory; work is enqueued on `stream` and not waited for. Arguments are checked
 // like the host reference (check_fp8_shape: "hidden: must be a multiple of 128 for fp8, got 100"; null

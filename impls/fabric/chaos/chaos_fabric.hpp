@@ -1,5 +1,5 @@
-// The chaos fabric (docs/fabrics.md 6.3): a decorator over any Fabric that behaves like the least helpful NIC the
-// contract of fabric.hpp allows, driven by a seeded PRNG so that a failure can be replayed.
+// The chaos fabric (docs/fabrics.md 6.3): a decorator over any Fabric that behaves like the least helpful NIC
+// the contract of fabric.hpp allows, driven by a seeded PRNG so that a failure can be replayed.
 //
 // What it does to the inner fabric's traffic (each knob 0 = off):
 // - window W: up to W posted puts are held back and handed to the inner fabric in a seeded random order

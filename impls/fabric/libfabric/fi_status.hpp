@@ -17,7 +17,7 @@ Status fi_status(std::int64_t rc, const char* call, const char* file, int line);
 
 }  // namespace eps::fabric::ofi
 
-#define EPS_FI_CHECK(call)                                                                 \
+#define EPS_FI_CHECK(call)                                                                           \
   do {                                                                                               \
     const std::int64_t eps_fi_rc_ = static_cast<std::int64_t>(call);                                 \
     if (eps_fi_rc_ < 0) return ::eps::fabric::ofi::fi_status(eps_fi_rc_, #call, __FILE__, __LINE__); \

@@ -270,7 +270,7 @@ Result<std::unique_ptr<MappedRegion>> LibfabricFabric::register_region(int id, s
   }
   region->base = static_cast<std::byte*>(base);
   EPS_FI_CHECK(fi_mr_reg(domain_, region->base, region->mapped, FI_WRITE | FI_REMOTE_WRITE, 0,
-                                   static_cast<std::uint64_t>(id), 0, &region->mr, nullptr));
+                         static_cast<std::uint64_t>(id), 0, &region->mr, nullptr));
   if ((info_->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0) {
     EPS_FI_CHECK(fi_mr_bind(region->mr, &ep_->fid, 0));
     EPS_FI_CHECK(fi_mr_enable(region->mr));
@@ -289,8 +289,7 @@ Status LibfabricFabric::exchange_region(const Status& local, MappedRegion* regio
       region != nullptr ? region->key : 0};
   std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(size()), 0);
   MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_CHECK(
-      MPI_Iallgather(mine, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, comm(), &request));
+  EPS_MPI_CHECK(MPI_Iallgather(mine, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, comm(), &request));
   EPS_RETURN_IF_ERROR(mpi::wait(&request, Deadline(timeout_seconds()), [this] {
     return fmt::format("{} region {} keys from {} ranks (rank {})", name_, regions_.size(), size(), rank());
   }));
@@ -417,7 +416,8 @@ Result<std::unique_ptr<Fabric>> make_libfabric_fabric(const FabricConfig& config
 
 void eps_register_fabric_libfabric(eps::fabric::FabricRegistry& registry) {
   registry.add(eps::fabric::FabricEntry{
-      "libfabric", eps::fabric::ofi::libfabric_variants(),
+      "libfabric",
+      eps::fabric::ofi::libfabric_variants(),
       "libfabric FI_EP_RDM RMA writes: shm, tcp (tcp;ofi_rxm on 127.0.0.1), efa, verbs (verbs;ofi_rxm)",
       &eps::fabric::make_libfabric_fabric,
       {"efa"},

@@ -1,5 +1,6 @@
-// Provider selection for the libfabric fabric (docs/fabrics.md 6.1): which libfabric provider a variant names, the
-// fi_getinfo hints that express the Fabric contract (fabric.hpp), and what the chosen fi_info promises.
+// Provider selection for the libfabric fabric (docs/fabrics.md 6.1): which libfabric provider a variant
+// names, the fi_getinfo hints that express the Fabric contract (fabric.hpp), and what the chosen fi_info
+// promises.
 //
 // Variants: "shm" -> provider "shm"; "tcp" -> "tcp;ofi_rxm" bound to 127.0.0.1 (loopback only: the
 // fabric refuses ranks on different hosts and any non-loopback endpoint address); "efa" -> "efa";
@@ -14,8 +15,8 @@
 //
 // select_provider tries, in order, {ordered, delivery-complete} then {delivery-complete} and takes the
 // first fi_info. Delivery-complete is required, not merely preferred: a put's local completion must mean
-// its bytes are placed at the target (fabric.hpp kLocal; sender-barrier, docs/fabrics.md 6.2 relies on it), and a
-// provider that only offers transmit-complete would weaken that silently, so it is refused with a
+// its bytes are placed at the target (fabric.hpp kLocal; sender-barrier, docs/fabrics.md 6.2 relies on it),
+// and a provider that only offers transmit-complete would weaken that silently, so it is refused with a
 // kEnvironment error that says so. So are cq_data_size < 4 (immediates are 32 bits, docs/fabrics.md 6.1) and
 // mr_key_size > 8. A missing provider is kEnvironment "libfabric:efa: provider efa not available here
 // (fi_getinfo: No data available)".

@@ -1,5 +1,6 @@
 // The shm fabric (family "shm", no variants): puts between the ranks of one host through POSIX shared
-// memory (docs/fabrics.md 6.1 `ordered`). Implements the Fabric contract of impls/fabric/fabric.hpp on FabricBase.
+// memory (docs/fabrics.md 6.1 `ordered`). Implements the Fabric contract of impls/fabric/fabric.hpp on
+// FabricBase.
 //
 // Memory. Every region is one shared-memory segment per rank (shm_open "/eps-shm-<job>-r<region>-<rank>",
 // where <job> is rank 0's pid and fabric serial, so concurrent jobs and fabrics never collide; space is

@@ -1,5 +1,5 @@
-// The 32-bit immediates of the signal strategies (docs/fabrics.md 6.1: immediates are at most 32 bits; docs/fabrics.md 6.2:
-// encoding limits are checked, never overflowed).
+// The 32-bit immediates of the signal strategies (docs/fabrics.md 6.1: immediates are at most 32 bits;
+// docs/fabrics.md 6.2: encoding limits are checked, never overflowed).
 //
 // Every immediate a signal strategy sends has this layout (bit 31 first):
 //   [31:30] kind     0 = data put, 1 = signal put (3 is the fabric barrier's, fabric.hpp)

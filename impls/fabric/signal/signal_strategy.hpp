@@ -6,8 +6,8 @@
 // memory and carries an immediate. Operations alternate two buffer sets by `parity`; the strategies keep
 // per-(source, parity) state, so a sender one operation ahead never disturbs the current one.
 // Contract: once `stream_complete(source, parity, record)` is true, every byte of every data put of that
-// stream is placed in the target's memory (docs/fabrics.md 6.2: observing a signal implies every earlier put of the
-// same (source, channel) is placed).
+// stream is placed in the target's memory (docs/fabrics.md 6.2: observing a signal implies every earlier put
+// of the same (source, channel) is placed).
 //
 // Strategies (immediates: impls/fabric/signal/imm_codec.hpp):
 // - fabric-order: data puts carry no immediate; the signal's arrival completes the stream. Correct only

@@ -1,8 +1,8 @@
-// The chaos decorator (impls/fabric/chaos/chaos_fabric.hpp, docs/fabrics.md 6.3) over an in-process recording fabric:
-// what reaches the inner fabric (order, chunks, when the immediate-carrying chunk goes), what the caller
-// gets back (every completion once, local only after every chunk, remote after placement), and the knobs
-// (empty polls, backpressure, release spread over several calls, quiet flushing). No MPI: the inner fabric
-// is one rank putting to itself with synchronous placement.
+// The chaos decorator (impls/fabric/chaos/chaos_fabric.hpp, docs/fabrics.md 6.3) over an in-process recording
+// fabric: what reaches the inner fabric (order, chunks, when the immediate-carrying chunk goes), what the
+// caller gets back (every completion once, local only after every chunk, remote after placement), and the
+// knobs (empty polls, backpressure, release spread over several calls, quiet flushing). No MPI: the inner
+// fabric is one rank putting to itself with synchronous placement.
 #include <gtest/gtest.h>
 
 #include <algorithm>

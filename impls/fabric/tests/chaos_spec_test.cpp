@@ -1,5 +1,5 @@
-// parse_chaos and ChaosOptions (impls/fabric/chaos/chaos_fabric.hpp, docs/fabrics.md 6.3): the --chaos spelling,
-// every key's range with the message the header promises, and the malformed inputs.
+// parse_chaos and ChaosOptions (impls/fabric/chaos/chaos_fabric.hpp, docs/fabrics.md 6.3): the --chaos
+// spelling, every key's range with the message the header promises, and the malformed inputs.
 #include <gtest/gtest.h>
 
 #include <string>

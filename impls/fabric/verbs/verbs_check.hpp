@@ -25,7 +25,7 @@ Status verbs_error(const char* call, int error_number, const char* file, int lin
 
 }  // namespace eps::fabric::verbs
 
-#define EPS_VERBS_CHECK(call)                                                        \
+#define EPS_VERBS_CHECK(call)                                                                  \
   do {                                                                                         \
     errno = 0;                                                                                 \
     const int eps_verbs_rc_ = (call);                                                          \

@@ -388,7 +388,7 @@ Result<std::vector<PeerAddress>> VerbsFabric::exchange_addresses() {
   }
   MPI_Request request = MPI_REQUEST_NULL;
   EPS_MPI_CHECK(MPI_Ialltoall(out.data(), static_cast<int>(kPeerAddressBytes), MPI_BYTE, in.data(),
-                                        static_cast<int>(kPeerAddressBytes), MPI_BYTE, comm(), &request));
+                              static_cast<int>(kPeerAddressBytes), MPI_BYTE, comm(), &request));
   EPS_RETURN_IF_ERROR(mpi::wait(&request, Deadline(timeout_seconds()), [this] {
     return fmt::format("{} QP addresses from {} ranks (rank {})", backend_name(), size(), rank());
   }));
@@ -452,7 +452,7 @@ Result<std::span<std::byte>> VerbsFabric::register_region(int id, std::size_t by
   std::vector<std::byte> all(static_cast<std::size_t>(size()) * kRegionKeyBytes);
   MPI_Request request = MPI_REQUEST_NULL;
   EPS_MPI_CHECK(MPI_Iallgather(mine.data(), static_cast<int>(kRegionKeyBytes), MPI_BYTE, all.data(),
-                                         static_cast<int>(kRegionKeyBytes), MPI_BYTE, comm(), &request));
+                               static_cast<int>(kRegionKeyBytes), MPI_BYTE, comm(), &request));
   EPS_RETURN_IF_ERROR(mpi::wait(&request, Deadline(timeout_seconds()), [this, id] {
     return fmt::format("region {} keys from {} ranks (rank {})", id, size(), rank());
   }));

@@ -1,4 +1,5 @@
-// The ibverbs fabric (docs/fabrics.md 6.1): family "verbs" with variants "rc" and "efa" (fabric_registry.hpp).
+// The ibverbs fabric (docs/fabrics.md 6.1): family "verbs" with variants "rc" and "efa"
+// (fabric_registry.hpp).
 //
 // verbs:rc - reliable-connected QPs on InfiniBand or RoCE devices (ConnectX, Broadcom, ...). One
 // protection domain, one completion queue, one RC QP per peer (this rank included, connected to itself),

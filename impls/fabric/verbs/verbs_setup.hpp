@@ -1,6 +1,6 @@
 // The device-independent decisions of verbs fabric setup: which device and port to use, which GID index,
-// how deep the queues are, and the attributes of every QP state transition (docs/fabrics.md 6.1). Kept apart from
-// the code that calls libibverbs so that unit tests cover them on machines without an RDMA device.
+// how deep the queues are, and the attributes of every QP state transition (docs/fabrics.md 6.1). Kept apart
+// from the code that calls libibverbs so that unit tests cover them on machines without an RDMA device.
 //
 // Device selection (`select_port`). The candidates are every (device, port) that ibv_get_device_list and
 // ibv_query_port report, in that order, each marked `suitable` for the variant (verbs:rc needs an

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <thread>
 
-#include "impls/testing/mpi_gtest.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
+#include "impls/testing/mpi_gtest.hpp"
 
 namespace eps {
 namespace {
@@ -67,8 +67,8 @@ TEST(MpiRuntime, DeadlineBarrierWaitsForEveryRank) {
   MPI_Comm_rank(node, &node_rank);
   int* flag = nullptr;
   MPI_Win window = MPI_WIN_NULL;
-  EPS_MPI_CHECK_OR_ABORT(MPI_Win_allocate_shared(node_rank == 0 ? sizeof(int) : 0, sizeof(int), MPI_INFO_NULL, node,
-                                        &flag, &window));
+  EPS_MPI_CHECK_OR_ABORT(MPI_Win_allocate_shared(node_rank == 0 ? sizeof(int) : 0, sizeof(int), MPI_INFO_NULL,
+                                                 node, &flag, &window));
   MPI_Aint bytes = 0;
   int unit = 0;
   EPS_MPI_CHECK_OR_ABORT(MPI_Win_shared_query(window, 0, &bytes, &unit, &flag));
@@ -260,7 +260,7 @@ TEST(FailureGather, ReraiseAddsOneResultPerRecordAtItsLocation) {
     testing::ScopedFakeTestPartResultReporter reporter(
         testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &results);
     mpitest::reraise_failures({{1, "node-a", "dispatch_test.cpp", 77, "expected 3, got 4", false},
-                                   {2, "node-b", "fabric_test.cpp", 9, "no RDMA device", true}});
+                               {2, "node-b", "fabric_test.cpp", 9, "no RDMA device", true}});
   }
   ASSERT_EQ(results.size(), 2);
   EXPECT_EQ(results.GetTestPartResult(0).type(), testing::TestPartResult::kNonFatalFailure);

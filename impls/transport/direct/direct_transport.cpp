@@ -46,7 +46,7 @@ class DirectHandle final : public RoutedHandle {
   std::vector<LlRange> ll_ranges;  // expert side, LL: [L * R]
 };
 
-class DirectTransport final : public Transport {
+class DirectTransport final : public RoutedTransport {
  public:
   DirectTransport(const TransportConfig& config, const fabric::FabricSelection& selection, int rank, int size,
                   std::unique_ptr<fabric::Fabric> fab);
@@ -62,18 +62,16 @@ class DirectTransport final : public Transport {
             {"signal", std::string(signal_->name())},
             {"chaos", selection_.chaos.empty() ? "off" : selection_.chaos}};
   }
-  const Capabilities& capabilities() const override { return caps_; }
-  WireBytes wire_bytes() const override { return wire_; }
-  const TransportConfig& config() const override { return config_; }
-
-  Result<std::unique_ptr<DispatchHandle>> dispatch(Layout layout, const DispatchInput& input,
-                                                   const DispatchOutput& output) override;
-  Status dispatch_cached(const DispatchHandle& handle, const DispatchInput& input,
-                         const DispatchOutput& output) override;
-  Status combine(const DispatchHandle& handle, const CombineInput& input,
-                 const CombineOutput& output) override;
 
  private:
+  std::unique_ptr<RoutedHandle> make_handle() const override { return std::make_unique<DirectHandle>(); }
+  Status run_dispatch(RoutedHandle& handle, const DispatchInput& input,
+                      const DispatchOutput& output) override;
+  Status run_cached_dispatch(const RoutedHandle& handle, const DispatchInput& input,
+                             const DispatchOutput& output) override;
+  Status run_combine(const RoutedHandle& handle, const CombineInput& input,
+                     const CombineOutput& output) override;
+
   int local() const { return config_.num_experts / size_; }
   int record_ints() const { return size_ + local(); }
   std::size_t record_bytes(Layout kind) const { return kind == Layout::kLl ? slot_record_ : rank_record_; }
@@ -82,7 +80,7 @@ class DirectTransport final : public Transport {
   void plan_destinations(DirectHandle& h) const;
   void pack_dispatch(const DirectHandle& h, const DispatchInput& in);
   std::vector<std::vector<Piece>> dispatch_pieces(const DirectHandle& h) const;
-  Status run_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out, bool fresh);
+  Status exchange_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out, bool fresh);
   void unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const;
   void unpack_ll(DirectHandle& h, const DispatchOutput& out) const;
 
@@ -100,11 +98,7 @@ class DirectTransport final : public Transport {
   std::byte* recv_base(int parity) const;
   std::string where() const;
 
-  TransportConfig config_;
   fabric::FabricSelection selection_;
-  Capabilities caps_;
-  int rank_;
-  int size_;
   std::unique_ptr<fabric::Fabric> fabric_;
   std::unique_ptr<fabric::SignalStrategy> signal_;
   std::size_t row_bytes_;
@@ -124,16 +118,12 @@ class DirectTransport final : public Transport {
   std::int64_t data_posted_[2] = {0, 0};
   std::int64_t data_completed_[2] = {0, 0};
   std::vector<Completion> completions_;
-  WireBytes wire_;
 };
 
 DirectTransport::DirectTransport(const TransportConfig& config, const fabric::FabricSelection& selection,
                                  int rank, int size, std::unique_ptr<fabric::Fabric> fab)
-    : config_(config),
+    : RoutedTransport(config, direct_capabilities(), rank, size),
       selection_(selection),
-      caps_(direct_capabilities()),
-      rank_(rank),
-      size_(size),
       fabric_(std::move(fab)),
       row_bytes_(dispatch::payload_row_bytes(config.dtype, config.hidden)),
       num_scales_(dispatch::payload_num_scales(config.dtype, config.hidden)),
@@ -505,8 +495,8 @@ void DirectTransport::unpack_ll(DirectHandle& h, const DispatchOutput& out) cons
   }
 }
 
-Status DirectTransport::run_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out,
-                                     bool fresh) {
+Status DirectTransport::exchange_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out,
+                                          bool fresh) {
   EPS_RETURN_IF_ERROR(begin_operation());
   pack_dispatch(h, in);
   channel_counts_.assign(static_cast<std::size_t>(size_) * local(), 0);
@@ -537,33 +527,23 @@ Status DirectTransport::run_dispatch(DirectHandle& h, const DispatchInput& in, c
   return finish_operation();
 }
 
-Result<std::unique_ptr<DispatchHandle>> DirectTransport::dispatch(Layout layout, const DispatchInput& in,
-                                                                  const DispatchOutput& out) {
-  if (!caps_.supports(layout)) {
-    return invalid_argument("layout", "direct declares no {} dispatch (declared: ht-rank-major, ll)",
-                            layout_name(layout));
-  }
-  EPS_RETURN_IF_ERROR(check_dispatch_input(config_, in, true));
-  EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, layout, out));
-  auto h = std::make_unique<DirectHandle>();
-  start_dispatch(*h, layout, this, config_, size_, rank_, in);
-  plan_destinations(*h);
-  EPS_RETURN_IF_ERROR(run_dispatch(*h, in, out, true));
-  return std::unique_ptr<DispatchHandle>(std::move(h));
+Status DirectTransport::run_dispatch(RoutedHandle& handle, const DispatchInput& in,
+                                     const DispatchOutput& out) {
+  auto& h = static_cast<DirectHandle&>(handle);
+  plan_destinations(h);
+  return exchange_dispatch(h, in, out, true);
 }
 
-Status DirectTransport::dispatch_cached(const DispatchHandle& handle, const DispatchInput& in,
-                                        const DispatchOutput& out) {
-  EPS_ASSIGN_OR_RETURN(const DirectHandle* h, owned_handle<DirectHandle>(handle, this, "direct"));
-  EPS_RETURN_IF_ERROR(check_cached_dispatch(config_, size_, *h, in, out));
-  DirectHandle copy = *h;  // the handle stays const for the caller; counts are re-derived identically
-  return run_dispatch(copy, in, out, false);
+Status DirectTransport::run_cached_dispatch(const RoutedHandle& handle, const DispatchInput& in,
+                                            const DispatchOutput& out) {
+  // The handle stays const for the caller; the counts are re-derived identically.
+  DirectHandle copy = static_cast<const DirectHandle&>(handle);
+  return exchange_dispatch(copy, in, out, false);
 }
 
-Status DirectTransport::combine(const DispatchHandle& handle, const CombineInput& in,
-                                const CombineOutput& out) {
-  EPS_ASSIGN_OR_RETURN(const DirectHandle* h, owned_handle<DirectHandle>(handle, this, "direct"));
-  EPS_RETURN_IF_ERROR(check_combine_args(config_, size_, *h, h->num_tokens, in, out));
+Status DirectTransport::run_combine(const RoutedHandle& handle, const CombineInput& in,
+                                    const CombineOutput& out) {
+  const auto* h = &static_cast<const DirectHandle&>(handle);
   const auto hidden = static_cast<std::size_t>(config_.hidden);
   const std::size_t row = 2 * hidden;
   const std::size_t capacity =
@@ -620,7 +600,6 @@ Status DirectTransport::combine(const DispatchHandle& handle, const CombineInput
     reduce_ht(config_, size_, h->num_tokens, in.tree, h->send_begin, h->send_token, rows, in.bias0, in.bias1,
               out.out);
   }
-  write_combined_weights(h->topk_idx, h->topk_weights, out.combined_weights);
   return finish_operation();
 }
 
@@ -649,8 +628,9 @@ Result<std::unique_ptr<Transport>> make_direct_transport(const TransportConfig& 
   EPS_MPI_CHECK(MPI_Comm_size(config.comm, &size));
   EPS_MPI_CHECK(MPI_Comm_rank(config.comm, &rank));
   EPS_RETURN_IF_ERROR(validate_config(config, size, direct_capabilities()));
-  EPS_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Fabric> fab,
-                       fabric::make_fabric(selection.fabric, config.comm, config.timeout_seconds, selection.chaos));
+  EPS_ASSIGN_OR_RETURN(
+      std::unique_ptr<fabric::Fabric> fab,
+      fabric::make_fabric(selection.fabric, config.comm, config.timeout_seconds, selection.chaos));
   auto transport = std::make_unique<DirectTransport>(config, selection, rank, size, std::move(fab));
   EPS_RETURN_IF_ERROR(transport->setup());
   return std::unique_ptr<Transport>(std::move(transport));

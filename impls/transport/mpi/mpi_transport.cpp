@@ -59,7 +59,7 @@ class MpiHandle final : public RoutedHandle {
   std::vector<int> per_expert_count;   // [R, L] records received from r for local expert l
 };
 
-class MpiTransport final : public Transport {
+class MpiTransport final : public RoutedTransport {
  public:
   MpiTransport(const TransportConfig& config, MPI_Comm comm, int rank, int size);
   ~MpiTransport() override;
@@ -67,18 +67,16 @@ class MpiTransport final : public Transport {
   Status commit_types();
 
   std::string_view name() const override { return "mpi"; }
-  const Capabilities& capabilities() const override { return caps_; }
-  WireBytes wire_bytes() const override { return wire_; }
-  const TransportConfig& config() const override { return config_; }
-
-  Result<std::unique_ptr<DispatchHandle>> dispatch(Layout layout, const DispatchInput& input,
-                                                   const DispatchOutput& output) override;
-  Status dispatch_cached(const DispatchHandle& handle, const DispatchInput& input,
-                         const DispatchOutput& output) override;
-  Status combine(const DispatchHandle& handle, const CombineInput& input,
-                 const CombineOutput& output) override;
 
  private:
+  std::unique_ptr<RoutedHandle> make_handle() const override { return std::make_unique<MpiHandle>(); }
+  Status run_dispatch(RoutedHandle& handle, const DispatchInput& input,
+                      const DispatchOutput& output) override;
+  Status run_cached_dispatch(const RoutedHandle& handle, const DispatchInput& input,
+                             const DispatchOutput& output) override;
+  Status run_combine(const RoutedHandle& handle, const CombineInput& input,
+                     const CombineOutput& output) override;
+
   Deadline deadline() const { return Deadline(config_.timeout_seconds); }
   std::size_t record_bytes(Layout layout) const;
   MPI_Datatype record_type(Layout layout) const {
@@ -92,28 +90,20 @@ class MpiTransport final : public Transport {
   void unpack(const MpiHandle& h, const std::vector<std::byte>& recv, const DispatchOutput& output) const;
   void write_counts(const MpiHandle& h, const DispatchOutput& output) const;
 
-  TransportConfig config_;
-  Capabilities caps_;
   MPI_Comm comm_;
-  int rank_;
-  int size_;
   int local_experts_;
   std::size_t row_bytes_;
   int num_scales_;
   MPI_Datatype rank_type_ = MPI_DATATYPE_NULL;
   MPI_Datatype slot_type_ = MPI_DATATYPE_NULL;
   MPI_Datatype combine_type_ = MPI_DATATYPE_NULL;
-  WireBytes wire_;
   // Adds the elements of `counts` to and from other ranks, `bytes` each, to wire_.
   void count_wire(std::span<const int> send_counts, std::span<const int> recv_counts, std::size_t bytes);
 };
 
 MpiTransport::MpiTransport(const TransportConfig& config, MPI_Comm comm, int rank, int size)
-    : config_(config),
-      caps_(mpi_capabilities()),
+    : RoutedTransport(config, mpi_capabilities(), rank, size),
       comm_(comm),
-      rank_(rank),
-      size_(size),
       local_experts_(config.num_experts / size),
       row_bytes_(dispatch::payload_row_bytes(config.dtype, config.hidden)),
       num_scales_(dispatch::payload_num_scales(config.dtype, config.hidden)) {
@@ -164,14 +154,14 @@ Status MpiTransport::exchange_counts(MpiHandle& h) {
   const int per_peer = static_cast<int>(counts_per_key.size()) / size_;
   h.per_expert_count.assign(counts_per_key.size(), 0);
   MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_CHECK(MPI_Ialltoall(counts_per_key.data(), per_peer, MPI_INT, h.per_expert_count.data(),
-                                        per_peer, MPI_INT, comm_, &request));
+  EPS_MPI_CHECK(MPI_Ialltoall(counts_per_key.data(), per_peer, MPI_INT, h.per_expert_count.data(), per_peer,
+                              MPI_INT, comm_, &request));
   EPS_RETURN_IF_ERROR(mpi::wait(&request, deadline(), [this] {
     return fmt::format("MPI_Ialltoall of dispatch counts over {} ranks (rank {})", size_, rank_);
   }));
   std::vector<int> all_per_rank(static_cast<std::size_t>(size_) * size_);
-  EPS_MPI_CHECK(MPI_Iallgather(h.layout_info.num_tokens_per_rank.data(), size_, MPI_INT,
-                                         all_per_rank.data(), size_, MPI_INT, comm_, &request));
+  EPS_MPI_CHECK(MPI_Iallgather(h.layout_info.num_tokens_per_rank.data(), size_, MPI_INT, all_per_rank.data(),
+                               size_, MPI_INT, comm_, &request));
   EPS_RETURN_IF_ERROR(mpi::wait(&request, deadline(), [this] {
     return fmt::format("MPI_Iallgather of tokens per rank over {} ranks (rank {})", size_, rank_);
   }));
@@ -310,7 +300,8 @@ void MpiTransport::write_counts(const MpiHandle& h, const DispatchOutput& out) c
     }
     const int aligned = (real + align - 1) / align * align;
     out.num_recv_tokens_per_expert[l] = aligned;
-    for (std::int64_t row = segment + real; row < segment + aligned; ++row) {  // zero padding (docs/dispatch.md 5.3)
+    for (std::int64_t row = segment + real; row < segment + aligned;
+         ++row) {  // zero padding (docs/dispatch.md 5.3)
       const auto r = static_cast<std::size_t>(row);
       std::memset(out.recv_x.data() + r * row_bytes_, 0, row_bytes_);
       std::fill_n(out.recv_x_scales.begin() + static_cast<std::ptrdiff_t>(r * num_scales_), num_scales_,
@@ -335,28 +326,21 @@ Status MpiTransport::move_payload(const MpiHandle& h, const DispatchInput& in, c
   return Status();
 }
 
-Result<std::unique_ptr<DispatchHandle>> MpiTransport::dispatch(Layout layout, const DispatchInput& in,
-                                                               const DispatchOutput& out) {
-  EPS_RETURN_IF_ERROR(check_dispatch_input(config_, in, true));
-  EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, layout, out));
-  auto h = std::make_unique<MpiHandle>();
-  start_dispatch(*h, layout, this, config_, size_, rank_, in);
-  EPS_RETURN_IF_ERROR(exchange_counts(*h));
-  plan_receives(*h);
-  EPS_RETURN_IF_ERROR(move_payload(*h, in, out));
-  return std::unique_ptr<DispatchHandle>(std::move(h));
+Status MpiTransport::run_dispatch(RoutedHandle& handle, const DispatchInput& in, const DispatchOutput& out) {
+  auto& h = static_cast<MpiHandle&>(handle);
+  EPS_RETURN_IF_ERROR(exchange_counts(h));
+  plan_receives(h);
+  return move_payload(h, in, out);
 }
 
-Status MpiTransport::dispatch_cached(const DispatchHandle& handle, const DispatchInput& in,
-                                     const DispatchOutput& out) {
-  EPS_ASSIGN_OR_RETURN(const MpiHandle* h, owned_handle<MpiHandle>(handle, this, "mpi"));
-  EPS_RETURN_IF_ERROR(check_cached_dispatch(config_, size_, *h, in, out));
-  return move_payload(*h, in, out);
+Status MpiTransport::run_cached_dispatch(const RoutedHandle& handle, const DispatchInput& in,
+                                         const DispatchOutput& out) {
+  return move_payload(static_cast<const MpiHandle&>(handle), in, out);
 }
 
-Status MpiTransport::combine(const DispatchHandle& handle, const CombineInput& in, const CombineOutput& out) {
-  EPS_ASSIGN_OR_RETURN(const MpiHandle* h, owned_handle<MpiHandle>(handle, this, "mpi"));
-  EPS_RETURN_IF_ERROR(check_combine_args(config_, size_, *h, h->num_tokens, in, out));
+Status MpiTransport::run_combine(const RoutedHandle& handle, const CombineInput& in,
+                                 const CombineOutput& out) {
+  const auto* h = &static_cast<const MpiHandle&>(handle);
   const auto hidden = static_cast<std::size_t>(config_.hidden);
   // Each received row goes back to its source, in the order it arrived (the reverse exchange).
   std::vector<bf16> send(h->recv_row.size() * hidden);
@@ -383,7 +367,6 @@ Status MpiTransport::combine(const DispatchHandle& handle, const CombineInput& i
     reduce_ht(config_, size_, h->num_tokens, in.tree, peer_begin, h->send_token, rows, in.bias0, in.bias1,
               out.out);
   }
-  write_combined_weights(h->topk_idx, h->topk_weights, out.combined_weights);
   return Status();
 }
 

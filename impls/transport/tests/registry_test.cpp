@@ -21,8 +21,9 @@ TEST(TransportRegistry, RejectsADuplicateName) {
     return make_mpi_transport(config);
   };
   registry.add({.name = "x", .summary = "first", .factory = make, .capabilities = mpi_capabilities});
-  EXPECT_THROW(registry.add({.name = "x", .summary = "second", .factory = make, .capabilities = mpi_capabilities}),
-               std::logic_error);
+  EXPECT_THROW(
+      registry.add({.name = "x", .summary = "second", .factory = make, .capabilities = mpi_capabilities}),
+      std::logic_error);
 }
 
 TEST(SelectTransports, AllListAndUnknownNames) {

@@ -1,5 +1,5 @@
-// Results documents (docs/results.md 9.1): statistics against hand-computed values, atomic rewriting after every
-// case, the reader's refusals (exit 2), and validation of a produced document against the JSON schema.
+// Results documents (docs/results.md 9.1): statistics against hand-computed values, atomic rewriting after
+// every case, the reader's refusals (exit 2), and validation of a produced document against the JSON schema.
 #include "perf/results/results.hpp"
 
 #include <unistd.h>
@@ -104,7 +104,8 @@ class ResultsFile : public testing::Test {
             CheckOutcome{false, 3, "rank 1 token 5 column 7: expected 0x3f80, got 0x0000"}};
   }
   static CaseResult unchecked_case() {
-    return {"combine", "mpi", "ht-rank", "bf16", {{"tokens", 128}}, {}, {}, {20.0}, 131072, 0, 0, std::nullopt};
+    return {"combine", "mpi",  "ht-rank", "bf16", {{"tokens", 128}}, {}, {},
+            {20.0},    131072, 0,         0,      std::nullopt};
   }
 
   fs::path dir_;

@@ -89,8 +89,8 @@ TEST(Workload, EveryPatternWellFormed) {
   expect_well_formed(generate("hot:2,0.5", {1, 8, 8}, 0, 50), 8);
 }
 
-// docs/numerics.md 2.1: rank 2's routing is the same in a 4-rank and an 8-rank world, forward or reversed, one token at a
-// time or as a batch, or split into ranges.
+// docs/numerics.md 2.1: rank 2's routing is the same in a 4-rank and an 8-rank world, forward or reversed,
+// one token at a time or as a batch, or split into ranges.
 TEST(Workload, RegenerationIndependentOfWorldSizeBatchAndOrder) {
   for (const char* text : kRankFreePatterns) {
     SCOPED_TRACE(text);

@@ -40,7 +40,7 @@ TEST(ByteAccounting, RowSizes) {
   EXPECT_EQ(ht_dispatch_row_bytes(PayloadType::kBf16, 7168), 14336);         // 2H
   EXPECT_EQ(ht_dispatch_row_bytes(PayloadType::kFp8, 7168), 7168 + 56 * 4);  // H + H/128·4 = 7392
   EXPECT_EQ(ll_dispatch_message_bytes(PayloadType::kFp8, 7168), 7392);  // payload and scales only (no header)
-  EXPECT_EQ(ll_dispatch_message_bytes(PayloadType::kBf16, 7168), 14336);     // 2H
+  EXPECT_EQ(ll_dispatch_message_bytes(PayloadType::kBf16, 7168), 14336);  // 2H
   EXPECT_EQ(combine_row_bytes(7168), 14336);
 }
 

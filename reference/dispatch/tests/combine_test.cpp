@@ -1,4 +1,5 @@
-// Combine trees (docs/dispatch.md 5.5): summation-order cases that a wrong order would get wrong, and input checks.
+// Combine trees (docs/dispatch.md 5.5): summation-order cases that a wrong order would get wrong, and input
+// checks.
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -37,9 +38,9 @@ BiasRowFn constant_bias(float value) {
 
 TEST(CombineTrees, BiasIsAddedBeforeThePartials) {
   // R = 3, the token reaches every rank; bias0 = 1, partials [2^-8, 2^-24, 2^-24].
-  // Bias first (docs/dispatch.md 5.5 left to right): 1 + 2^-8 = 1.00390625 (exact); + 2^-24 is half an fp32 ulp of
-  // 1.0039 and ties to the even neighbour 1.00390625, twice -> bf16(1.00390625) is a tie -> 1.0 (0x3F80).
-  // Partials first would give 2^-8 + 2^-23, + 1 = 1.00390637 -> bf16 1.0078125 (0x3F81).
+  // Bias first (docs/dispatch.md 5.5 left to right): 1 + 2^-8 = 1.00390625 (exact); + 2^-24 is half an fp32
+  // ulp of 1.0039 and ties to the even neighbour 1.00390625, twice -> bf16(1.00390625) is a tie -> 1.0
+  // (0x3F80). Partials first would give 2^-8 + 2^-23, + 1 = 1.00390637 -> bf16 1.0078125 (0x3F81).
   const DispatchPlan plan = one_token_plan(3, {0, 1, 2});
   const PartialRowFn partial = table_partial({pow2(-8), pow2(-24), pow2(-24)});
   const CombineBias bias{constant_bias(1.0f), {}};

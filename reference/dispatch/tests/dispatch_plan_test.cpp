@@ -1,4 +1,5 @@
-// Input validation (docs/dispatch.md 5, docs/errors.md 10) and expert placement (docs/eplb.md 8.1, docs/eplb.md 8.4).
+// Input validation (docs/dispatch.md 5, docs/errors.md 10) and expert placement (docs/eplb.md 8.1,
+// docs/eplb.md 8.4).
 #include <cmath>
 #include <limits>
 #include <string>

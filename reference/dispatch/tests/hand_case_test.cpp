@@ -1,5 +1,6 @@
-// The hand-computed case of reference/dispatch (docs/dispatch.md 5.1-5.5): R = 2, E = 4 (L = 2), K = 2, 3 tokens per
-// rank. Default placement: experts 0, 1 on rank 0 (local 0, 1), experts 2, 3 on rank 1 (local 0, 1).
+// The hand-computed case of reference/dispatch (docs/dispatch.md 5.1-5.5): R = 2, E = 4 (L = 2), K = 2, 3
+// tokens per rank. Default placement: experts 0, 1 on rank 0 (local 0, 1), experts 2, 3 on rank 1 (local 0,
+// 1).
 //
 //   rank 0  t0: experts [1, 2]   weights [0.5, 0.25]    dst {0, 1}
 //           t1: experts [3, -1]  weights [1.0, 7.0]     dst {1}      (7.0 is a masked slot's garbage)

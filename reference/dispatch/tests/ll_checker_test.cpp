@@ -1,5 +1,5 @@
-// The LL layout checker (docs/dispatch.md 5.4): it accepts the canonical layout and any valid permutation of it
-// (unordered backends), ignores don't-care rows, and rejects wrong rows, overlapping blocks and missing
+// The LL layout checker (docs/dispatch.md 5.4): it accepts the canonical layout and any valid permutation of
+// it (unordered backends), ignores don't-care rows, and rejects wrong rows, overlapping blocks and missing
 // rows.
 #include <algorithm>
 #include <cstddef>

@@ -1,6 +1,7 @@
-// Properties of the dispatch/combine expectations on random workloads (docs/dispatch.md 5.1-5.6), checked against
-// brute-force oracles written here from the formulas of docs/dispatch.md (default placement: expert e on rank e / L,
-// local e % L). Covers R = 1, non-power-of-two R (3, 6), zero-token ranks, masked and all-masked tokens.
+// Properties of the dispatch/combine expectations on random workloads (docs/dispatch.md 5.1-5.6), checked
+// against brute-force oracles written here from the formulas of docs/dispatch.md (default placement: expert e
+// on rank e / L, local e % L). Covers R = 1, non-power-of-two R (3, 6), zero-token ranks, masked and
+// all-masked tokens.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>

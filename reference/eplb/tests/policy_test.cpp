@@ -1,4 +1,5 @@
-// docs/eplb.md 8.1 invariants for every registered policy on random loads, and input validation (docs/errors.md 10).
+// docs/eplb.md 8.1 invariants for every registered policy on random loads, and input validation
+// (docs/errors.md 10).
 #include "reference/eplb/policy.hpp"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Expert kernels (docs/layer.md 4.1-4.2): silu edges, hand cases that pin each kernel's summation order, batch
-// invariance, SIMD paths against an independent tree oracle, accuracy against a float64 oracle.
+// Expert kernels (docs/layer.md 4.1-4.2): silu edges, hand cases that pin each kernel's summation order,
+// batch invariance, SIMD paths against an independent tree oracle, accuracy against a float64 oracle.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -280,14 +280,14 @@ void check_against_float64(const ExpertWeights& w, const std::vector<bf16>& x, c
 // fp32 ulp of a positive magnitude m (the spacing of the binade holding m).
 double ulp_of(double m) { return std::ldexp(1.0, std::ilogb(m) - 23); }
 
-// docs/layer.md 4.2 at the ec-dlm-owt expert shape (H 512, F 384) with docs/numerics.md 2.2 data. W1·x and W3·x are exact
-// in fp32 whatever the order: x = i/64 and w = j/64 * 2^-5 (fan_in 512) with |i|, |j| <= 128, so every
-// product is an integer multiple of 2^-17 of at most 2^14 units and every partial sum of 512 of them at
-// most 2^23 units: exact in fp32's 24-bit significand. So a, b and h agree bit for bit and only W2·h
+// docs/layer.md 4.2 at the ec-dlm-owt expert shape (H 512, F 384) with docs/numerics.md 2.2 data. W1·x and
+// W3·x are exact in fp32 whatever the order: x = i/64 and w = j/64 * 2^-5 (fan_in 512) with |i|, |j| <= 128,
+// so every product is an integer multiple of 2^-17 of at most 2^14 units and every partial sum of 512 of them
+// at most 2^23 units: exact in fp32's 24-bit significand. So a, b and h agree bit for bit and only W2·h
 // differs in rounding.
 //
-// docs/layer.md 4.2 asks for the fp32 dot products to lie within 4 ulp of the reference's. Two summation orders
-// of the same terms may differ by up to (γ(n-1) + γ(depth)) Σ|x_i w_i|, so where the terms cancel
+// docs/layer.md 4.2 asks for the fp32 dot products to lie within 4 ulp of the reference's. Two summation
+// orders of the same terms may differ by up to (γ(n-1) + γ(depth)) Σ|x_i w_i|, so where the terms cancel
 // (|Σ| << Σ|x_i w_i|) no ulp count of the result holds (SummationOrderHandCase: 0 versus 1; on this data
 // cancellation reaches 10^6 and a few outputs differ by thousands of ulps). The check is therefore made
 // in ulps of Σ|x_i w_i|, which is the ulp of the result when nothing cancels. Where the two fp32 results

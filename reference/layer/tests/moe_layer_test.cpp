@@ -65,8 +65,8 @@ std::span<const bf16> token_row(const MoeLayerInputs& in, const MoeLayerConfig& 
   return std::span<const bf16>(in.x).subspan(t * c.hidden, c.hidden);
 }
 
-// out_i recomputed token by token from the slots (expert, weight): docs/layer.md 4.3 ll-weighted, or ht-rank with
-// every expert on its own rank (R = E), then the shared experts in ascending order.
+// out_i recomputed token by token from the slots (expert, weight): docs/layer.md 4.3 ll-weighted, or ht-rank
+// with every expert on its own rank (R = E), then the shared experts in ascending order.
 std::vector<bf16> recompute_token(const MoeLayerConfig& c, const MoeLayerInputs& in, std::int64_t t,
                                   std::span<const std::int32_t> experts, std::span<const float> weights,
                                   bool rank_per_expert) {
@@ -94,8 +94,8 @@ void expect_row_bits(std::span<const bf16> got, const std::vector<bf16>& expect,
     ASSERT_EQ(got[h].bits, expect[h].bits) << "token " << t << " h " << h;
 }
 
-// docs/routing.md 3.3 invariants seen through the layer: every expert gets exactly c_b tokens of each sample, and
-// the layer computes Σ_i |J_i| = E · Σ_b c_b expert rows.
+// docs/routing.md 3.3 invariants seen through the layer: every expert gets exactly c_b tokens of each sample,
+// and the layer computes Σ_i |J_i| = E · Σ_b c_b expert rows.
 TEST(MoeLayer, ExpertChoiceInvariants) {
   routing::ExpertChoiceConfig scheduled = ec_router(2);
   scheduled.k_schedule.schedule.kind = routing::ScheduleKind::kLinearReverse;
@@ -297,8 +297,8 @@ TEST(Combine, HtRankAndLlWeightedDifferByRoundingHandCase) {
 }
 
 // Gate GEMM: x = [1, 2], Wg rows [0.5, -1] and [0.25, 0.25]: logits 1·0.5 + 2·(-1) = -1.5 and
-// 1·0.25 + 2·0.25 = 0.75. At layer level with docs/numerics.md 2.2 data every product and partial sum is exact in
-// fp32 (H = 32), so the layer's logits equal a float64 recomputation from the same gate weights.
+// 1·0.25 + 2·0.25 = 0.75. At layer level with docs/numerics.md 2.2 data every product and partial sum is
+// exact in fp32 (H = 32), so the layer's logits equal a float64 recomputation from the same gate weights.
 TEST(MoeLayer, GateLogits) {
   const std::vector<bf16> x = {bf16::from_float(1.0f), bf16::from_float(2.0f)};
   const std::vector<bf16> g = {bf16::from_float(0.5f), bf16::from_float(-1.0f), bf16::from_float(0.25f),

@@ -1,5 +1,5 @@
-// docs/numerics.md 1.1 bf16 conversions against oracles written here: decoding from sign/exponent/mantissa with
-// ldexp, and round-to-nearest-even by comparing exact distances in long double.
+// docs/numerics.md 1.1 bf16 conversions against oracles written here: decoding from sign/exponent/mantissa
+// with ldexp, and round-to-nearest-even by comparing exact distances in long double.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,6 @@
-// docs/numerics.md 1.1 fp8 e4m3fn conversions against oracles written here: every code decoded from its fields with
-// ldexp, and fp32 -> fp8 as "nearest of the 127 finite magnitudes, ties to the even code, saturate".
+// docs/numerics.md 1.1 fp8 e4m3fn conversions against oracles written here: every code decoded from its
+// fields with ldexp, and fp32 -> fp8 as "nearest of the 127 finite magnitudes, ties to the even code,
+// saturate".
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// docs/numerics.md 1.2 FP8 per-token quantization: hand-computed rows (arithmetic in the comments), the 1e-4 amax
-// floor, round_scale powers of two, NaN/inf behaviour and the shape errors.
+// docs/numerics.md 1.2 FP8 per-token quantization: hand-computed rows (arithmetic in the comments), the 1e-4
+// amax floor, round_scale powers of two, NaN/inf behaviour and the shape errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -155,8 +155,8 @@ TEST(Fp8Quant, RoundScaleHandRows) {
   for (int i = 256; i < 384; ++i) EXPECT_EQ(q.codes[i], 0x00);
 }
 
-// docs/numerics.md 1.2 round_scale: every scale is 2^k with 2^(k-1) < amax / 448 <= 2^k (checked in double from the
-// group's values), and dequantized values are within half an fp8 step of the input.
+// docs/numerics.md 1.2 round_scale: every scale is 2^k with 2^(k-1) < amax / 448 <= 2^k (checked in double
+// from the group's values), and dequantized values are within half an fp8 step of the input.
 TEST(Fp8Quant, RoundScaleScalesArePowersOfTwoBracketingAmax) {
   constexpr int kTokens = 64, kHidden = 512;
   std::mt19937 rng(7);

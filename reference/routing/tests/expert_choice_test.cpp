@@ -1,4 +1,5 @@
-// docs/routing.md 3.3 (expert choice, EC-DLM semantics) and docs/routing.md 3.4 (per-sample k in expert choice).
+// docs/routing.md 3.3 (expert choice, EC-DLM semantics) and docs/routing.md 3.4 (per-sample k in expert
+// choice).
 #include "reference/routing/expert_choice.hpp"
 
 #include <algorithm>
@@ -41,8 +42,9 @@ std::vector<float> gates_of(const Routing& r, std::int64_t t) {
   return {span.begin(), span.end()};
 }
 
-// Brute-force oracle of docs/routing.md 3.3 selection: per sample and expert, std::sort the sample's positions on
-// (logit descending as double, position ascending) and take the first c_b; returns J_i per token.
+// Brute-force oracle of docs/routing.md 3.3 selection: per sample and expert, std::sort the sample's
+// positions on (logit descending as double, position ascending) and take the first c_b; returns J_i per
+// token.
 std::vector<std::vector<std::int32_t>> oracle_sets(const std::vector<float>& logits, std::int64_t t,
                                                    std::int64_t e, std::int64_t s,
                                                    const std::vector<std::int64_t>& c) {
@@ -192,7 +194,8 @@ TEST(ExpertChoice, InvariantsAndOracleOnRandomInput) {
 }
 
 TEST(ExpertChoice, LargeShapeMatchesOracle) {
-  // The ec-dlm-owt shape scaled down: S = 512, E = 64, k = 20 -> c = 160; docs/numerics.md 2.2 logits (2^-10 grid).
+  // The ec-dlm-owt shape scaled down: S = 512, E = 64, k = 20 -> c = 160; docs/numerics.md 2.2 logits (2^-10
+  // grid).
   std::mt19937 rng(3);
   std::uniform_int_distribution<int> level(-4096, 4095);
   const std::int64_t s = 512, e = 64, t = 2 * s;
@@ -253,8 +256,8 @@ TEST(ExpertChoice, ScheduledCapacityPerSampleAndBatch) {
 }
 
 TEST(ExpertChoice, NegativeZeroTiesWithZero) {
-  // docs/numerics.md 1.3: -0.0 == +0.0 as keys, so they tie and the lower position wins. E = 3, S = 3, k = 2 ->
-  // c = floor(3·2/3) = 2. Expert 0 sees [-0.0, +0.0, 1.0]: 1.0 enters and evicts the canonical-last of the
+  // docs/numerics.md 1.3: -0.0 == +0.0 as keys, so they tie and the lower position wins. E = 3, S = 3, k = 2
+  // -> c = floor(3·2/3) = 2. Expert 0 sees [-0.0, +0.0, 1.0]: 1.0 enters and evicts the canonical-last of the
   // tied zeros, position 1, so expert 0 keeps positions 0 and 2.
   const std::vector<float> logits = {-0.0f, 5, 5, 0.0f, 5, 5, 1.0f, 0, 0};
   const Result<Routing> r = route_expert_choice(static_config(2), input_of(logits, 3, 3, 3));

@@ -1,4 +1,5 @@
-// Router input validation, the fixed [T, K] dispatch form (docs/dispatch.md 5) and the RouterConfig entry point.
+// Router input validation, the fixed [T, K] dispatch form (docs/dispatch.md 5) and the RouterConfig entry
+// point.
 #include "reference/routing/routing.hpp"
 
 #include <vector>

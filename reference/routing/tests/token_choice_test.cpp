@@ -28,8 +28,8 @@ std::vector<std::int32_t> experts_of(const Routing& r, std::int64_t t) {
   return {span.begin(), span.end()};
 }
 
-// Independent oracle (docs/routing.md 3.1): scores in fp32 as the contract writes them, then every candidate expert sorted
-// with std::sort on (key descending as double, index ascending).
+// Independent oracle (docs/routing.md 3.1): scores in fp32 as the contract writes them, then every candidate
+// expert sorted with std::sort on (key descending as double, index ascending).
 struct Oracle {
   std::vector<std::int32_t> experts;
   std::vector<float> gates;

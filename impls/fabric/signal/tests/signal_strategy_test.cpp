@@ -1,6 +1,6 @@
-// docs/fabrics.md 6.2 signal strategies driven without a fabric: the test plays the fabric, delivering a sender's
-// immediates to a receiver in adversarial orders, and checks that a stream completes exactly when every
-// one of its puts has arrived (never earlier), across sequence-number wrap.
+// docs/fabrics.md 6.2 signal strategies driven without a fabric: the test plays the fabric, delivering a
+// sender's immediates to a receiver in adversarial orders, and checks that a stream completes exactly when
+// every one of its puts has arrived (never earlier), across sequence-number wrap.
 #include "impls/fabric/signal/signal_strategy.hpp"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// verbs_completion.hpp: how work completions become fabric completions (docs/fabrics.md 6.1: one kLocal per put with
-// its context, one kRemote per immediate, errors named), and the send-slot table behind the wr_ids.
+// verbs_completion.hpp: how work completions become fabric completions (docs/fabrics.md 6.1: one kLocal per
+// put with its context, one kRemote per immediate, errors named), and the send-slot table behind the wr_ids.
 #include "impls/fabric/verbs/verbs_completion.hpp"
 
 #include <arpa/inet.h>

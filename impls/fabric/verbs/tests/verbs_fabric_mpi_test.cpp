@@ -1,6 +1,6 @@
-// The verbs fabric under MPI (docs/fabrics.md 6.1, 10). Without an RDMA device (development and CI machines) creation
-// must fail on every rank with kEnvironment naming the reason, so that callers skip the fabric; with a
-// device, a put with an immediate to the next rank and one to itself must arrive intact, with one local
+// The verbs fabric under MPI (docs/fabrics.md 6.1, 10). Without an RDMA device (development and CI machines)
+// creation must fail on every rank with kEnvironment naming the reason, so that callers skip the fabric; with
+// a device, a put with an immediate to the next rank and one to itself must arrive intact, with one local
 // completion per put and one remote completion per immediate.
 #include <infiniband/verbs.h>
 
@@ -11,10 +11,10 @@
 
 #include <gtest/gtest.h>
 
-#include "impls/testing/mpi_gtest.hpp"
 #include "impls/fabric/fabric_registry.hpp"
 #include "impls/fabric/verbs/verbs_api.hpp"
 #include "impls/fabric/verbs/verbs_fabric.hpp"
+#include "impls/testing/mpi_gtest.hpp"
 
 namespace eps::fabric::verbs {
 namespace {
@@ -67,8 +67,7 @@ std::byte pattern(int rank, std::size_t i) {
 }
 
 TEST(VerbsFabric, PutsWithImmediatesArriveOnRc) {
-  Result<std::unique_ptr<Fabric>> made =
-      make_fabric("verbs:rc", MPI_COMM_WORLD, mpitest::timeout_seconds());
+  Result<std::unique_ptr<Fabric>> made = make_fabric("verbs:rc", MPI_COMM_WORLD, mpitest::timeout_seconds());
   if (!made.ok() && made.status().code() == StatusCode::kUnavailable) {
     EPS_SKIP_UNAVAILABLE(/*selected=*/false, made.status().message());
   }
