@@ -1,6 +1,7 @@
 #include "reference/dispatch/expert_map.hpp"
 
 #include <numeric>
+#include <string>
 
 namespace eps::dispatch {
 namespace {
@@ -28,7 +29,8 @@ Result<ExpertMap> ExpertMap::make_default(int num_ranks, int num_experts) {
   return map;
 }
 
-Result<ExpertMap> ExpertMap::make_replicated(int num_ranks, int num_experts, std::span<const int> phy2log) {
+Result<ExpertMap> ExpertMap::make_replicated(int num_ranks, int num_experts, std::span<const int> phy2log,
+                                             std::span<const std::vector<int>> log2phy) {
   EPS_RETURN_IF_ERROR(check_sizes(num_ranks, num_experts));
   if (phy2log.empty() || phy2log.size() % static_cast<std::size_t>(num_ranks) != 0 ||
       phy2log.size() > static_cast<std::size_t>(kMaxRanks) * kMaxExperts) {
@@ -41,27 +43,78 @@ Result<ExpertMap> ExpertMap::make_replicated(int num_ranks, int num_experts, std
   map.slots_per_rank_ = static_cast<int>(phy2log.size()) / num_ranks;
   map.replicated_ = true;
   map.phy2log_.assign(phy2log.begin(), phy2log.end());
-  map.replica_begin_.assign(static_cast<std::size_t>(num_experts) + 1, 0);
-  for (std::size_t p = 0; p < phy2log.size(); ++p) {
-    const int e = phy2log[p];
-    if (e < 0 || e >= num_experts) {
-      return out_of_range(fmt::format("phy2log[{}]", p), 0, num_experts - 1, e);
-    }
-    ++map.replica_begin_[static_cast<std::size_t>(e) + 1];
+  EPS_RETURN_IF_ERROR(map.count_replicas());
+  if (log2phy.empty()) {
+    map.order_replicas_by_slot();
+    return map;
   }
-  for (int e = 0; e < num_experts; ++e) {
-    if (map.replica_begin_[e + 1] == 0) {
+  EPS_RETURN_IF_ERROR(map.order_replicas_as(log2phy));
+  return map;
+}
+
+Status ExpertMap::count_replicas() {
+  replica_begin_.assign(static_cast<std::size_t>(num_experts_) + 1, 0);
+  for (std::size_t p = 0; p < phy2log_.size(); ++p) {
+    const int e = phy2log_[p];
+    if (e < 0 || e >= num_experts_)
+      return out_of_range(fmt::format("phy2log[{}]", p), 0, num_experts_ - 1, e);
+    ++replica_begin_[static_cast<std::size_t>(e) + 1];
+  }
+  for (int e = 0; e < num_experts_; ++e) {
+    if (replica_begin_[e + 1] == 0) {
       return invalid_argument(
           "phy2log", "expert {} has no replica; every expert needs at least one (docs/eplb.md 8.1)", e);
     }
-    map.replica_begin_[e + 1] += map.replica_begin_[e];
+    replica_begin_[e + 1] += replica_begin_[e];
   }
+  return Status::ok_status();
+}
+
+void ExpertMap::order_replicas_by_slot() {
   // Counting sort by expert; scanning p upwards keeps each expert's replicas in ascending slot order.
-  map.replica_slots_.resize(phy2log.size());
-  std::vector<int> next(map.replica_begin_.begin(), map.replica_begin_.end() - 1);
-  for (std::size_t p = 0; p < phy2log.size(); ++p)
-    map.replica_slots_[next[phy2log[p]]++] = static_cast<int>(p);
-  return map;
+  replica_slots_.resize(phy2log_.size());
+  std::vector<int> next(replica_begin_.begin(), replica_begin_.end() - 1);
+  for (std::size_t p = 0; p < phy2log_.size(); ++p) replica_slots_[next[phy2log_[p]]++] = static_cast<int>(p);
+}
+
+Status ExpertMap::order_replicas_as(std::span<const std::vector<int>> log2phy) {
+  if (log2phy.size() != static_cast<std::size_t>(num_experts_)) {
+    return invalid_argument("log2phy", "must have one row per expert ({}), got {}", num_experts_,
+                            log2phy.size());
+  }
+  replica_slots_.clear();
+  replica_slots_.reserve(phy2log_.size());
+  std::vector<char> listed(phy2log_.size(), 0);
+  for (int e = 0; e < num_experts_; ++e) EPS_RETURN_IF_ERROR(append_replica_row(e, log2phy[e], listed));
+  return Status::ok_status();
+}
+
+// Row e of log2phy must be the inverse of phy2log (docs/eplb.md 8.1): cnt_e distinct slots holding e, then
+// only -1 padding. cnt_e distinct slots that all hold e are exactly e's slots, so nothing else is checked.
+Status ExpertMap::append_replica_row(int expert, const std::vector<int>& row, std::vector<char>& listed) {
+  const auto count = static_cast<std::size_t>(replica_begin_[expert + 1] - replica_begin_[expert]);
+  if (row.size() < count) {
+    return invalid_argument(fmt::format("log2phy[{}]", expert),
+                            "lists {} slots, but phy2log holds expert {} in {} slots", row.size(), expert,
+                            count);
+  }
+  for (std::size_t j = 0; j < row.size(); ++j) {
+    const std::string entry = fmt::format("log2phy[{}][{}]", expert, j);
+    const int p = row[j];
+    if (j >= count) {
+      if (p == -1) continue;
+      return invalid_argument(entry, "must be -1 (expert {} has {} replicas), got {}", expert, count, p);
+    }
+    if (p < 0 || p >= num_slots()) return out_of_range(entry, 0, num_slots() - 1, p);
+    if (phy2log_[p] != expert) {
+      return invalid_argument(entry, "slot {} holds expert {} in phy2log, not {} (docs/eplb.md 8.1)", p,
+                              phy2log_[p], expert);
+    }
+    if (listed[p]) return invalid_argument(entry, "slot {} is listed twice", p);
+    listed[p] = 1;
+    replica_slots_.push_back(p);
+  }
+  return Status::ok_status();
 }
 
 std::span<const int> ExpertMap::replicas(int expert) const {
