@@ -117,7 +117,7 @@ std::string capability_table() {
 
 SuiteCommand::SuiteCommand()
     : params_(Params::from_catalog(
-          {"strict", "timeout", "transport", "fabric", "signal", "chaos", "allow-unsafe"})) {}
+          {"strict", "timeout", "transport", "fabric", "signal", "chaos", "allow-unsafe", "iface"})) {}
 
 void SuiteCommand::bind(CLI::App& app) {
   params_->bind(app);
@@ -157,8 +157,7 @@ int SuiteCommand::run(CLI::App& app) {
   mpitest::set_strict(params_->enabled("strict"));
   mpitest::set_timeout_seconds(timeout);
   set_selected_transports(std::move(transports).value(), params_->string("transport") != "all");
-  set_fabric_selection({params_->string("fabric"), params_->string("signal"), params_->string("chaos"),
-                        params_->enabled("allow-unsafe")},
+  set_fabric_selection(fabric::fabric_selection_from(*params_),
                        params_->source("fabric") != ParamSource::kDefault);
   mpi::root_print("# epsuite {} (git {}) conformance suite on {} ranks\n{}#\n", kSuiteVersion, kGitSha,
                   mpi::size(), params_->header_block());

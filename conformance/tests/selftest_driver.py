@@ -106,7 +106,7 @@ class Driver:
                      "--gtest_filter=SelfTest.DISABLED_BarrierTimesOutAndEndsTheJob", timeout=60)
         self.expect(p.returncode == 3, f"timeout: exit code {p.returncode}, expected 3", p)
         self.expect("epsuite: error on host " in p.stderr and ", rank 0: timed out after 0.500 s waiting for "
-                    "MPI_Ibarrier on a communicator of 2 ranks" in p.stderr, "timeout: diagnostic missing", p)
+                    "rank 1 in round 0 of a barrier on a communicator of 2 ranks" in p.stderr, "timeout: diagnostic missing", p)
         self.expect(p.seconds < 30, f"timeout: took {p.seconds:.1f} s")
 
     # `epsuite check` runs the suite in-process, passes gtest flags through, refuses unknown flags.

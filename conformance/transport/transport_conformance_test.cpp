@@ -15,6 +15,7 @@
 
 #include "conformance/suite.hpp"
 #include "impls/problem/transport_problem.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
 #include "impls/testing/mpi_gtest.hpp"
 #include "impls/transport/registry.hpp"
 
@@ -25,7 +26,6 @@ using dispatch::PayloadType;
 using problem::check_combine;
 using problem::check_dispatch;
 using problem::check_layout;
-using problem::default_shape;
 using problem::DispatchBuffers;
 using problem::expert_outputs;
 using problem::Problem;
@@ -50,6 +50,17 @@ constexpr PayloadType kDtypes[] = {PayloadType::kBf16, PayloadType::kFp8};
 const char* const kWorkloads[] = {"uniform", "zipf:1.2",   "hot:0,0.5",       "all-to-one",
                                   "spread",  "masked:0.6", "zero-token-ranks"};
 constexpr std::uint64_t kSeed = 0x7A45'0517;
+
+// The default shape at this job's R, with ht-two-level over the cluster's real nodes when it has several
+// (problem::default_shape). The first call is collective; every rank makes it in the same test.
+ProblemShape suite_shape(const std::string& workload, PayloadType dtype) {
+  static const int real_ranks_per_node = [] {
+    Result<mpi::NodeLayout> layout = mpi::node_layout(MPI_COMM_WORLD, Deadline(mpitest::timeout_seconds()));
+    if (!layout.ok()) mpi::fatal(layout.status());
+    return layout->nodes() > 1 ? layout->ranks_per_node() : 0;
+  }();
+  return problem::default_shape(mpi::size(), workload, dtype, real_ranks_per_node);
+}
 
 struct Case {
   std::string transport;
@@ -177,7 +188,7 @@ class TransportContract : public testing::TestWithParam<Case> {};
 // bit-equal to fresh).
 TEST_P(TransportContract, DispatchCombineAndCachedDispatch) {
   const Case& c = GetParam();
-  const ProblemShape shape = default_shape(mpi::size(), c.workload, c.dtype);
+  const ProblemShape shape = suite_shape(c.workload, c.dtype);
   Result<std::unique_ptr<transport::Transport>> made = make(c.transport, shape);
   EPS_MAKE_OR_SKIP(made, c.transport);
   transport::Transport& t = **made;
@@ -206,7 +217,7 @@ class TransportRobustness : public testing::TestWithParam<Case> {};
 // routing and payloads, all verified afterwards; then dispatch A, dispatch B, combine A, combine B.
 TEST_P(TransportRobustness, BackToBackRoundsAndInterleaving) {
   const Case& c = GetParam();
-  ProblemShape shape = default_shape(mpi::size(), c.workload, c.dtype);
+  ProblemShape shape = suite_shape(c.workload, c.dtype);
   shape.max_tokens = 16;
   shape.alignment = 4;  // expert-major padding and aligned counts (docs/dispatch.md 5.2 / 5.3)
   Result<std::unique_ptr<transport::Transport>> made = make(c.transport, shape);
@@ -243,7 +254,7 @@ class TransportInput : public testing::TestWithParam<std::string> {
   // One LL dispatch of `tokens` tokens with this routing; every rank passes the same bad input, so every
   // rank fails alike before any communication (docs/errors.md 10: one clear message naming the field).
   Status dispatch_with(int tokens, std::vector<int> idx, std::vector<float> weights) {
-    const ProblemShape shape = default_shape(mpi::size(), "uniform", PayloadType::kBf16);
+    const ProblemShape shape = suite_shape("uniform", PayloadType::kBf16);
     Result<std::unique_ptr<transport::Transport>> made = make(GetParam(), shape);
     if (!made.ok()) return made.status();
     std::vector<std::byte> x(static_cast<std::size_t>(tokens) * 2 * shape.hidden);
@@ -251,7 +262,7 @@ class TransportInput : public testing::TestWithParam<std::string> {
     DispatchBuffers out(layout, shape);
     return (*made)->dispatch(layout, {tokens, x, {}, idx, weights}, out.view()).status();
   }
-  ProblemShape shape() const { return default_shape(mpi::size(), "uniform", PayloadType::kBf16); }
+  ProblemShape shape() const { return suite_shape("uniform", PayloadType::kBf16); }
 };
 
 void expect_refused(const Status& status, std::string_view message) {
@@ -312,7 +323,7 @@ class UndeclaredContract : public testing::TestWithParam<Undeclared> {};
 
 TEST_P(UndeclaredContract, DispatchIsRefused) {
   const Undeclared& u = GetParam();
-  const ProblemShape shape = default_shape(mpi::size(), "uniform", PayloadType::kBf16);
+  const ProblemShape shape = suite_shape("uniform", PayloadType::kBf16);
   Result<std::unique_ptr<transport::Transport>> made = make(u.transport, shape);
   EPS_MAKE_OR_SKIP(made, u.transport);
   Result<Problem> problem = Problem::make(shape, "uniform", mpi::rank(), kSeed, 0, kSeed + 1);
@@ -345,7 +356,7 @@ TEST(NegativeControl, FabricOrderOnTheChaosFabricIsCaught) {
   const auto& selected = selected_transports();
   if (std::find(selected.begin(), selected.end(), "direct") == selected.end() || mpi::size() < 2) return;
   const Case c{"direct", {Layout::kLl, CombineTree::kLlWeighted}, PayloadType::kBf16, "uniform"};
-  ProblemShape shape = default_shape(mpi::size(), c.workload, c.dtype);
+  ProblemShape shape = suite_shape(c.workload, c.dtype);
   shape.max_tokens = 16;
   fabric::FabricSelection unsafe = fabric_selection();
   unsafe.signal = "fabric-order";

@@ -32,7 +32,7 @@ constexpr const char* kModes[] = {"ht", "ll"};
 std::vector<ParamSpec> run_param_specs() {
   std::vector<ParamSpec> specs;
   for (std::string_view name :
-       {"transport", "timeout", "strict", "fabric", "signal", "chaos", "allow-unsafe"}) {
+       {"transport", "timeout", "strict", "fabric", "signal", "chaos", "allow-unsafe", "iface"}) {
     specs.push_back(param_spec(name));
   }
   for (ParamSpec& spec : preset_param_specs()) specs.push_back(std::move(spec));
@@ -79,7 +79,8 @@ Result<std::unique_ptr<Params>> bench_params(const Params& run, const std::strin
       {"fabric", run.string("fabric")},
       {"signal", run.string("signal")},
       {"chaos", run.string("chaos")},
-      {"allow-unsafe", run.enabled("allow-unsafe") ? "true" : "false"}};
+      {"allow-unsafe", run.enabled("allow-unsafe") ? "true" : "false"},
+      {"iface", run.string("iface")}};
   if (run.source("tokens") != ParamSource::kDefault) values["tokens"] = run.sweep("tokens").text;
   std::vector<ParamSpec> specs = bench::bench_param_specs();
   std::map<std::string, std::string> by_env;
@@ -178,8 +179,7 @@ class RunJob {
     EPS_ASSIGN_OR_RETURN(std::vector<std::string> names,
                          transport::select_transports(params_.string("transport")));
     conformance::set_selected_transports(names, params_.string("transport") != "all");
-    conformance::set_fabric_selection({params_.string("fabric"), params_.string("signal"),
-                                       params_.string("chaos"), params_.enabled("allow-unsafe")},
+    conformance::set_fabric_selection(fabric::fabric_selection_from(params_),
                                       params_.source("fabric") != ParamSource::kDefault);
     EPS_RETURN_IF_ERROR(conformance::preflight_transports(timeout_));
     EPS_ASSIGN_OR_RETURN(const mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(timeout_)));

@@ -105,6 +105,11 @@ class Fabric {
   virtual FabricLimits limits() const = 0;
 
   virtual Result<Region> allocate(std::size_t bytes) = 0;
+  // Registers memory the caller owns (and keeps alive as long as the fabric) as a region, collectively like
+  // allocate: the same id on every rank, sizes may differ, the content is kept. This is how two fabrics share
+  // one buffer (the `auto` fabric registers the shm segment with the inter-node fabric). A backend that can
+  // only write into memory it maps itself (shm) returns kInvalidArgument.
+  virtual Result<Region> adopt(std::span<std::byte> memory) = 0;
   // The argument checks of try_put without posting (decorators validate before holding a put back).
   virtual Status validate(const PutOp& op) const = 0;
   virtual Result<bool> try_put(const PutOp& op) = 0;

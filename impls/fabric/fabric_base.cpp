@@ -42,14 +42,14 @@ FabricBase::~FabricBase() {
 
 Status FabricBase::start() {
   if (!regions_.empty()) return Status();
-  EPS_ASSIGN_OR_RETURN(int id, create(2 * kBarrierSlotBytes));
+  EPS_ASSIGN_OR_RETURN(int id, create(2 * kBarrierSlotBytes, nullptr));
   (void)id;
   return Status();
 }
 
-Result<int> FabricBase::create(std::size_t bytes) {
+Result<int> FabricBase::create(std::size_t bytes, std::byte* memory) {
   const int id = static_cast<int>(regions_.size());
-  EPS_ASSIGN_OR_RETURN(std::span<std::byte> local, create_region(id, bytes));
+  EPS_ASSIGN_OR_RETURN(std::span<std::byte> local, create_region(id, bytes, memory));
   RegionInfo info{local, std::vector<std::size_t>(static_cast<std::size_t>(size_), 0)};
   const std::uint64_t mine = bytes;
   std::vector<std::uint64_t> all(static_cast<std::size_t>(size_), 0);
@@ -66,7 +66,13 @@ Result<int> FabricBase::create(std::size_t bytes) {
 
 Result<Region> FabricBase::allocate(std::size_t bytes) {
   if (regions_.empty()) return Status(StatusCode::kEnvironment, "fabric: start() was not called");
-  EPS_ASSIGN_OR_RETURN(int id, create(bytes));
+  EPS_ASSIGN_OR_RETURN(int id, create(bytes, nullptr));
+  return Region{id - 1, regions_[static_cast<std::size_t>(id)].local};
+}
+
+Result<Region> FabricBase::adopt(std::span<std::byte> memory) {
+  if (regions_.empty()) return Status(StatusCode::kEnvironment, "fabric: start() was not called");
+  EPS_ASSIGN_OR_RETURN(int id, create(memory.size(), memory.data()));
   return Region{id - 1, regions_[static_cast<std::size_t>(id)].local};
 }
 

@@ -1,8 +1,9 @@
 // FabricBase: what every concrete fabric shares, so that a backend only moves bytes.
 //
 // A backend (libfabric, verbs, shm) derives from FabricBase and implements four hooks:
-// - `create_region(id, bytes)`: collective; allocate (zero-filled) and register `bytes` of memory and do
-//   whatever exchange makes the peers' regions with this id writable (keys, addresses, segment names).
+// - `create_region(id, bytes, memory)`: collective; allocate (zero-filled) and register `bytes` of memory, or
+//   register the caller's `memory` (adopt), and do whatever exchange makes the peers' regions with this id
+//   writable (keys, addresses, segment names).
 // - `post(op)`: issue one validated put; false = the provider is out of resources (EAGAIN), nothing posted.
 // - `progress(sink)`: drive the provider and append every new completion (kLocal with the put's context,
 //   kRemote with the immediate) to `sink`; never blocks.
@@ -60,6 +61,7 @@ class FabricBase : public Fabric {
   FabricLimits limits() const final { return backend_limits(); }
 
   Result<Region> allocate(std::size_t bytes) final;
+  Result<Region> adopt(std::span<std::byte> memory) final;
   Status validate(const PutOp& op) const final { return check_put(op); }
   Result<bool> try_put(const PutOp& op) final;
   Result<std::size_t> poll(std::span<Completion> out) final;
@@ -70,7 +72,8 @@ class FabricBase : public Fabric {
  protected:
   // Backend hooks (see the header comment). `id` is the backend's region index: 0 is the barrier region,
   // caller region c is backend index c + 1 (region_index). PutOps passed to post() use backend indices.
-  virtual Result<std::span<std::byte>> create_region(int id, std::size_t bytes) = 0;
+  // `memory` null: allocate `bytes` zero-filled; otherwise register the caller's memory of that size.
+  virtual Result<std::span<std::byte>> create_region(int id, std::size_t bytes, std::byte* memory) = 0;
   virtual Result<bool> post(const PutOp& op) = 0;
   virtual Status progress(std::vector<Completion>& sink) = 0;
   virtual std::string backend_name() const = 0;
@@ -87,7 +90,7 @@ class FabricBase : public Fabric {
     std::span<std::byte> local;
     std::vector<std::size_t> sizes;  // per rank
   };
-  Result<int> create(std::size_t bytes);
+  Result<int> create(std::size_t bytes, std::byte* memory);
   Status check_put(const PutOp& op) const;
   Status drain();  // progress() into the stash, counting local completions and barrier arrivals
   Result<bool> post_counted(const PutOp& op);

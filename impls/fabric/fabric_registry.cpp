@@ -71,23 +71,48 @@ void load_fabric_libraries() {
   }
 }
 
-Result<std::unique_ptr<Fabric>> make_fabric(std::string_view name, MPI_Comm comm, double timeout_seconds,
-                                            std::string_view chaos) {
+std::string undecorated_name(const Fabric& fabric) {
+  std::string name = fabric.name();
+  constexpr std::string_view kChaos = "chaos(";
+  while (name.starts_with(kChaos) && name.ends_with(')'))
+    name = name.substr(kChaos.size(), name.size() - kChaos.size() - 1);
+  return name;
+}
+
+Result<std::unique_ptr<Fabric>> make_plain_fabric(FabricConfig config) {
   const FabricRegistry& registry = fabric_registry();
-  std::string variant;
-  const FabricEntry* entry = registry.find(name, &variant);
+  const FabricEntry* entry = registry.find(config.name, &config.variant);
   if (entry == nullptr) {
-    return invalid_argument("--fabric", "unknown fabric '{}'; registered: {}", name,
+    return invalid_argument("--fabric", "unknown fabric '{}'; registered: {}", config.name,
                             fmt::join(registry.names(), ", "));
   }
+  config.make_other = [](const FabricConfig& other) { return make_plain_fabric(other); };
+  return entry->factory(config);
+}
+
+namespace {
+
+Result<std::unique_ptr<Fabric>> make_with_chaos(const FabricConfig& config, std::string_view chaos) {
   ChaosOptions options;
   if (!chaos.empty()) {
     EPS_ASSIGN_OR_RETURN(options, parse_chaos(chaos));
   }
-  FabricConfig config{comm, std::string(name), variant, timeout_seconds};
-  EPS_ASSIGN_OR_RETURN(std::unique_ptr<Fabric> fabric, entry->factory(config));
+  EPS_ASSIGN_OR_RETURN(std::unique_ptr<Fabric> fabric, make_plain_fabric(config));
   if (chaos.empty()) return fabric;
   return make_chaos_fabric(std::move(fabric), options);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Fabric>> make_fabric(std::string_view name, MPI_Comm comm, double timeout_seconds,
+                                            std::string_view chaos) {
+  return make_with_chaos(FabricConfig{comm, std::string(name), "", timeout_seconds, "", {}}, chaos);
+}
+
+Result<std::unique_ptr<Fabric>> make_fabric(const FabricSelection& selection, MPI_Comm comm,
+                                            double timeout_seconds) {
+  return make_with_chaos(FabricConfig{comm, selection.fabric, "", timeout_seconds, selection.iface, {}},
+                         selection.chaos);
 }
 
 }  // namespace eps::fabric

@@ -22,18 +22,24 @@
 #include <vector>
 
 #include "impls/fabric/fabric.hpp"
+#include "impls/fabric/fabric_selection.hpp"
 #include "reference/common/status.hpp"
 
 namespace eps::fabric {
+
+struct FabricConfig;
+using FabricFactory = std::function<Result<std::unique_ptr<Fabric>>(const FabricConfig& config)>;
 
 struct FabricConfig {
   MPI_Comm comm = MPI_COMM_WORLD;  // the factory duplicates it
   std::string name;                // full name, "libfabric:tcp"
   std::string variant;             // "tcp" ("" for a family without variants)
   double timeout_seconds = 60.0;   // every wait during setup (docs/errors.md 10)
+  std::string iface;               // --iface: the network interface of socket fabrics (libfabric:tcp)
+  // Creates another registered fabric by name (make_plain_fabric): how a composite (auto) makes its parts
+  // without linking the registry that links it.
+  FabricFactory make_other = {};
 };
-
-using FabricFactory = std::function<Result<std::unique_ptr<Fabric>>(const FabricConfig& config)>;
 
 struct FabricEntry {
   std::string family;
@@ -77,5 +83,13 @@ void load_fabric_libraries();
 // impls/fabric/chaos/chaos_fabric.hpp). Collective over comm.
 Result<std::unique_ptr<Fabric>> make_fabric(std::string_view name, MPI_Comm comm, double timeout_seconds,
                                             std::string_view chaos = {});
+// The same for a user's selection: its fabric, chaos spec and interface (--fabric, --chaos, --iface).
+Result<std::unique_ptr<Fabric>> make_fabric(const FabricSelection& selection, MPI_Comm comm,
+                                            double timeout_seconds);
+// The fabric's name without decorators ("chaos(shm)" -> "shm", "auto(shm+libfabric:tcp)" stays): what
+// results record as the "fabric" identity, next to "chaos".
+std::string undecorated_name(const Fabric& fabric);
+// Creates `config.name` (no chaos): how a composite fabric (auto) makes its parts.
+Result<std::unique_ptr<Fabric>> make_plain_fabric(FabricConfig config);
 
 }  // namespace eps::fabric

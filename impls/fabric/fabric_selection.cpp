@@ -10,6 +10,11 @@
 
 namespace eps::fabric {
 
+FabricSelection fabric_selection_from(const Params& params) {
+  return FabricSelection{params.string("fabric"), params.string("signal"), params.string("chaos"),
+                         params.enabled("allow-unsafe"), params.string("iface")};
+}
+
 Status validate_fabric_selection(const FabricSelection& s) {
   const FabricRegistry& registry = fabric_registry();
   if (registry.find(s.fabric, nullptr) == nullptr) {
@@ -37,6 +42,7 @@ std::string describe_selection(const FabricSelection& s) {
   std::string text = fmt::format("{}, signal {}", s.fabric, s.signal);
   if (!s.chaos.empty()) text += fmt::format(", chaos {}", s.chaos);
   if (s.allow_unsafe) text += ", allow-unsafe";
+  if (!s.iface.empty()) text += fmt::format(", iface {}", s.iface);
   return text;
 }
 

@@ -11,17 +11,22 @@
 
 #include <string>
 
+#include "impls/runtime/params.hpp"
 #include "reference/common/status.hpp"
 
 namespace eps::fabric {
 
 struct FabricSelection {
-  std::string fabric = "shm";  // a registered fabric name (fabric_registry.hpp)
+  std::string fabric = "auto";  // a registered fabric name (fabric_registry.hpp)
   std::string signal =
       "auto";         // fabric-order, imm-seq, recv-count, sender-barrier or auto (signal_strategy.hpp)
   std::string chaos;  // --chaos spec; empty = no chaos decorator
   bool allow_unsafe = false;  // permit fabric-order on an unordered fabric (the negative control)
+  std::string iface;          // --iface: network interface of socket fabrics; empty = FI_TCP_IFACE or lo
 };
+
+// The selection of the --fabric, --signal, --chaos, --allow-unsafe and --iface parameters.
+FabricSelection fabric_selection_from(const Params& params);
 
 Status validate_fabric_selection(const FabricSelection& selection);
 

@@ -46,7 +46,8 @@ Result<std::vector<std::int64_t>> tokens_per_rank(const ProblemShape& shape, boo
 
 }  // namespace
 
-ProblemShape default_shape(int ranks, const std::string& workload, PayloadType dtype) {
+ProblemShape default_shape(int ranks, const std::string& workload, PayloadType dtype,
+                           int real_ranks_per_node) {
   ProblemShape s;
   s.ranks = ranks;
   s.experts = ranks * std::max(2, (16 + ranks - 1) / ranks);
@@ -54,7 +55,8 @@ ProblemShape default_shape(int ranks, const std::string& workload, PayloadType d
   s.hidden = 256;
   s.max_tokens = 64;
   s.alignment = 1;
-  s.ranks_per_node = ranks % 2 == 0 ? 2 : ranks;
+  const bool emulated = real_ranks_per_node <= 0 || real_ranks_per_node >= ranks;
+  s.ranks_per_node = !emulated ? real_ranks_per_node : ranks % 2 == 0 ? 2 : ranks;
   s.dtype = dtype;
   return s;
 }

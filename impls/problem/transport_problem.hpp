@@ -47,9 +47,11 @@ struct ProblemShape {
 };
 
 // The suite's default shape at R ranks (docs/dispatch.md 5.7 small shapes): E = R * ceil(16 / R) (at least 2
-// local experts), K = 4 (K = max(4, R) for "spread", which needs K >= R), H = 256, T_max = 64, nodes of 2
-// ranks when R is even, else one node.
-ProblemShape default_shape(int ranks, const std::string& workload, dispatch::PayloadType dtype);
+// local experts), K = 4 (K = max(4, R) for "spread", which needs K >= R), H = 256, T_max = 64. Nodes
+// (ht-two-level): the cluster's own when it has several of `real_ranks_per_node` ranks each (> 0, < R),
+// else emulated: nodes of 2 ranks when R is even, one node otherwise.
+ProblemShape default_shape(int ranks, const std::string& workload, dispatch::PayloadType dtype,
+                           int real_ranks_per_node = 0);
 
 transport::TransportConfig transport_config(const ProblemShape& shape, double timeout_seconds);
 

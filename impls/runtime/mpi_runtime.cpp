@@ -160,10 +160,53 @@ std::string describe_collective(std::string_view op, MPI_Comm comm) {
 
 }  // namespace
 
+namespace {
+
+// The barrier's messages: epsuite sends no other point-to-point message, and 32767 is the smallest
+// MPI_TAG_UB the standard allows.
+constexpr int kBarrierTag = 0x7EB5;
+
+void abandon(MPI_Request* request) {
+  if (*request == MPI_REQUEST_NULL) return;
+  MPI_Cancel(request);
+  MPI_Request_free(request);
+}
+
+}  // namespace
+
+// A dissemination barrier of zero-byte messages rather than MPI_Ibarrier, so that a rank that waits too
+// long knows whom it waits for: in round j it hears from rank - 2^j (mod n), which is named on expiry.
+// MPI's non-overtaking rule keeps the rounds of consecutive barriers apart.
 Status barrier(MPI_Comm comm, const Deadline& deadline) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  EPS_MPI_CHECK(MPI_Ibarrier(comm, &request));
-  return wait(&request, deadline, [comm] { return describe_collective("MPI_Ibarrier", comm); });
+  const int n = comm_size(comm);
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  char token = 0;
+  char received = 0;
+  for (int distance = 1, round = 0; distance < n; distance *= 2, ++round) {
+    const int to = (rank + distance) % n;
+    const int from = (rank - distance + n) % n;
+    MPI_Request receive = MPI_REQUEST_NULL;
+    MPI_Request send = MPI_REQUEST_NULL;
+    EPS_MPI_CHECK(MPI_Irecv(&received, 0, MPI_BYTE, from, kBarrierTag, comm, &receive));
+    EPS_MPI_CHECK(MPI_Isend(&token, 0, MPI_BYTE, to, kBarrierTag, comm, &send));
+    Status heard = wait(&receive, deadline, [&] {
+      return fmt::format("rank {} in round {} of a barrier on a communicator of {} ranks, on {}", from, round,
+                         n, where());
+    });
+    if (heard.ok()) {
+      heard = wait(&send, deadline, [&] {
+        return fmt::format("rank {} to take round {} of a barrier on a communicator of {} ranks, on {}", to,
+                           round, n, where());
+      });
+    }
+    if (!heard.ok()) {
+      abandon(&receive);
+      abandon(&send);
+      return heard;
+    }
+  }
+  return Status();
 }
 
 Status alltoallv(const void* send, std::span<const int> send_counts, std::span<const int> send_displs,

@@ -81,7 +81,8 @@ void throw_if_error(const Status& status);
 
 // Polls `request` with MPI_Test until it completes or the deadline expires.
 Status wait(MPI_Request* request, const Deadline& deadline, const std::function<std::string()>& describe);
-// MPI_Ibarrier + MPI_Test polling.
+// A barrier whose timeout names the rank it waited for (a dissemination barrier of zero-byte messages on a
+// reserved tag, MPI_Test polling).
 Status barrier(MPI_Comm comm, const Deadline& deadline);
 // MPI_Ialltoallv + MPI_Test polling. Counts and displacements are in elements of the datatypes and must
 // have one entry per rank of `comm` (kInvalidArgument otherwise).

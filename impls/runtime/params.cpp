@@ -45,9 +45,15 @@ std::vector<ParamSpec> make_catalog() {
   c.push_back(
       {.name = "fabric",
        .kind = ParamKind::kString,
-       .default_text = "shm",
-       .help = "Fabric of the transports that use one (direct): shm, libfabric:shm, libfabric:tcp, "
+       .default_text = "auto",
+       .help = "Fabric of the transports that use one (direct): auto (shm inside a node, the best "
+               "inter-node fabric between nodes, docs/fabrics.md 6.4), shm, libfabric:shm, libfabric:tcp, "
                "libfabric:efa, libfabric:verbs, verbs:rc, verbs:efa (impls/fabric, docs/fabrics.md 6.1)"});
+  c.push_back({.name = "iface",
+               .kind = ParamKind::kString,
+               .default_text = "",
+               .help = "Network interface of socket fabrics (libfabric:tcp, also inside auto); empty = "
+                       "FI_TCP_IFACE, else lo when every rank is on one node"});
   c.push_back(
       {.name = "signal",
        .kind = ParamKind::kChoice,

@@ -168,6 +168,7 @@ class FabricPoint final : public BenchPoint {
     latency_ = std::make_unique<PutLatency>(state, plan, bytes, bytes, ping_partner(rank, mpi::size()));
     copy_ = std::make_unique<Copy>(state, plan, bytes, window_bytes, state.copy.source_world_rank());
     name_ = state.fabric->name();
+    fabric_name_ = fabric::undecorated_name(*state.fabric);
   }
 
   std::vector<Measurement*> measurements() override {
@@ -208,7 +209,7 @@ class FabricPoint final : public BenchPoint {
     c.mode = mode;
     c.dtype = "bytes";
     c.sizes = {{"bytes", static_cast<std::int64_t>(bytes_)}, {"window", window}, {"ranks", mpi::size()}};
-    c.identity = {{"fabric", plan_.selection.fabric},
+    c.identity = {{"fabric", fabric_name_},
                   {"chaos", plan_.selection.chaos.empty() ? "off" : plan_.selection.chaos},
                   {"seed", std::to_string(plan_.seed)}};
     c.times_us = m.times_us;
@@ -222,6 +223,7 @@ class FabricPoint final : public BenchPoint {
   const FabricPlan& plan_;
   std::size_t bytes_;
   std::string name_;
+  std::string fabric_name_;  // without the chaos decorator: the "fabric" identity
   std::unique_ptr<FabricMeasurement> bandwidth_, latency_, copy_;
 };
 
@@ -247,8 +249,7 @@ class FabricSeries final : public BenchSeries {
   // Collective: the fabric, its two regions and the copy segments.
   Status start() {
     const FabricPlan& p = *plan_;
-    EPS_ASSIGN_OR_RETURN(
-        state_.fabric, fabric::make_fabric(p.selection.fabric, MPI_COMM_WORLD, p.timeout, p.selection.chaos));
+    EPS_ASSIGN_OR_RETURN(state_.fabric, fabric::make_fabric(p.selection, MPI_COMM_WORLD, p.timeout));
     const std::size_t max_put = state_.fabric->limits().max_put_bytes;
     for (std::int64_t s : p.sizes) {
       if (static_cast<std::size_t>(s) > max_put) {
@@ -304,7 +305,7 @@ class FabricSeries final : public BenchSeries {
 
 std::vector<ParamSpec> params() {
   std::vector<ParamSpec> s;
-  for (std::string_view name : {"fabric", "chaos"}) s.push_back(param_spec(name));
+  for (std::string_view name : {"fabric", "chaos", "iface"}) s.push_back(param_spec(name));
   s.push_back({.name = "sizes",
                .kind = ParamKind::kSweep,
                .default_text = "8:2097152:x4",
@@ -323,8 +324,7 @@ std::vector<ParamSpec> params() {
 Result<std::vector<SeriesPlan>> plan(const BenchContext& context, Json& config) {
   const Params& p = context.params;
   auto plan = std::make_shared<FabricPlan>();
-  plan->selection.fabric = p.string("fabric");
-  plan->selection.chaos = p.string("chaos");
+  plan->selection = fabric::fabric_selection_from(p);
   plan->sizes = p.sweep("sizes").values;
   plan->window = static_cast<int>(p.integer("window"));
   plan->seed = static_cast<std::uint64_t>(p.integer("seed"));

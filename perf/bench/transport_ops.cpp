@@ -223,7 +223,7 @@ Result<std::shared_ptr<TransportPlan>> make_plan(const BenchContext& context) {
   plan->workload = p.string("workload");
   plan->seed = static_cast<std::uint64_t>(p.integer("seed"));
   plan->timeout = p.number("timeout");
-  plan->fabric = {p.string("fabric"), p.string("signal"), p.string("chaos"), p.enabled("allow-unsafe")};
+  plan->fabric = fabric::fabric_selection_from(p);
   EPS_ASSIGN_OR_RETURN(mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(plan->timeout)));
   EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, mpi::size(), nodes.ranks_per_node()));
   EPS_RETURN_IF_ERROR(choose_contract(p, *plan));
@@ -292,7 +292,7 @@ Result<Mismatches> TransportWork::combine_mismatches() const {
 
 std::vector<ParamSpec> transport_op_params() {
   std::vector<ParamSpec> s = preset_param_specs();
-  for (std::string_view name : {"transport", "fabric", "signal", "chaos", "allow-unsafe"})
+  for (std::string_view name : {"transport", "fabric", "signal", "chaos", "allow-unsafe", "iface"})
     s.push_back(param_spec(name));
   s.push_back({.name = "mode",
                .kind = ParamKind::kChoice,

@@ -110,6 +110,7 @@ class ChaosFabric final : public Fabric {
   FabricLimits limits() const override { return inner_->limits(); }
 
   Result<Region> allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
+  Result<Region> adopt(std::span<std::byte> memory) override { return inner_->adopt(memory); }
   Status validate(const PutOp& op) const override { return inner_->validate(op); }
   Result<bool> try_put(const PutOp& op) override;
   Result<std::size_t> poll(std::span<Completion> out) override;

@@ -55,6 +55,7 @@ void close_fid(T*& object) {
 struct OpSlot {
   fi_context2 provider{};
   std::uint64_t context = 0;
+  int peer = -1;  // a put's target rank, for diagnostics
   bool receive = false;
 };
 
@@ -65,7 +66,7 @@ struct MappedRegion {
   MappedRegion& operator=(const MappedRegion&) = delete;
   ~MappedRegion() {
     close_fid(mr);
-    if (base != nullptr) munmap(base, mapped);
+    if (base != nullptr && mapped > 0) munmap(base, mapped);
   }
 
   std::byte* base = nullptr;
@@ -80,13 +81,16 @@ struct MappedRegion {
 class LibfabricFabric final : public FabricBase {
  public:
   LibfabricFabric(MPI_Comm comm, const FabricConfig& config, ofi::ProviderSpec spec)
-      : FabricBase(comm, config.timeout_seconds), name_(config.name), spec_(std::move(spec)) {}
+      : FabricBase(comm, config.timeout_seconds),
+        name_(config.name),
+        iface_(config.iface),
+        spec_(std::move(spec)) {}
   ~LibfabricFabric() override;
 
   Status open();  // collective
 
  protected:
-  Result<std::span<std::byte>> create_region(int id, std::size_t bytes) override;
+  Result<std::span<std::byte>> create_region(int id, std::size_t bytes, std::byte* memory) override;
   Result<bool> post(const PutOp& op) override;
   Status progress(std::vector<Completion>& sink) override;
   std::string backend_name() const override { return name_; }
@@ -97,11 +101,11 @@ class LibfabricFabric final : public FabricBase {
  private:
   Status open_local();
   Status open_objects();
-  Status check_one_host();
+  Status bind_interface(const std::string& configured);
   Result<std::string> endpoint_name();
   Status insert_peers(const std::vector<std::string>& names);
   Status agree(const Status& local, std::string_view what);
-  Result<std::unique_ptr<MappedRegion>> register_region(int id, std::size_t bytes);
+  Result<std::unique_ptr<MappedRegion>> register_region(int id, std::size_t bytes, std::byte* memory);
   Status exchange_region(const Status& local, MappedRegion* region);
   Status post_receive(OpSlot& slot);
   Status handle(const fi_cq_data_entry& entry, std::vector<Completion>& sink);
@@ -113,13 +117,15 @@ class LibfabricFabric final : public FabricBase {
   }
 
   std::string name_;
+  std::string iface_;  // --iface; empty: FI_TCP_IFACE, else "lo" on one node
   ofi::ProviderSpec spec_;
   const ofi::FiApi* fi_ = nullptr;  // libfabric, loaded by open_local
   ofi::InfoPtr info_;
   bool ordered_ = false;
   FabricLimits limits_;
   std::string describe_;
-  std::string address_;  // this endpoint's name (fi_getname)
+  std::string address_;    // this endpoint's name (fi_getname)
+  std::string interface_;  // the bound network interface (binds_interface)
   fid_fabric* fabric_ = nullptr;
   fid_domain* domain_ = nullptr;
   fid_cq* cq_ = nullptr;
@@ -142,22 +148,35 @@ LibfabricFabric::~LibfabricFabric() {
 }
 
 Status LibfabricFabric::open() {
-  if (spec_.loopback_only) EPS_RETURN_IF_ERROR(check_one_host());
+  if (spec_.binds_interface) EPS_RETURN_IF_ERROR(agree(bind_interface(iface_), "interface choice"));
   EPS_RETURN_IF_ERROR(agree(open_local(), "provider setup"));
   EPS_ASSIGN_OR_RETURN(std::vector<std::string> names,
                        mpi::allgather_string(address_, comm(), Deadline(timeout_seconds())));
   return agree(insert_peers(names), "address vector insert");
 }
 
-// 127.0.0.1 names a different process on every host: ranks on two hosts would reach the wrong peers.
-Status LibfabricFabric::check_one_host() {
-  EPS_ASSIGN_OR_RETURN(std::vector<std::string> hosts, mpi::all_hosts(comm(), Deadline(timeout_seconds())));
-  for (const std::string& host : hosts) {
-    if (host != hosts.front()) {
-      return environment(fmt::format("{} is loopback-only (127.0.0.1) but the ranks run on hosts {} and {}",
-                                     spec_.prov_name, hosts.front(), host));
+// docs/fabrics.md 6.4: --iface, else FI_TCP_IFACE, else loopback when every rank is on one node (127.0.0.1
+// names a different process on every host, so ranks on two hosts need a real interface).
+Status LibfabricFabric::bind_interface(const std::string& configured) {
+  // Collective on every rank, whatever its environment says, so that no rank waits alone.
+  EPS_ASSIGN_OR_RETURN(mpi::NodeLayout layout, mpi::node_layout(comm(), Deadline(timeout_seconds())));
+  std::string iface = configured;
+  const char* env = std::getenv("FI_TCP_IFACE");
+  if (iface.empty() && env != nullptr) iface = env;
+  if (iface.empty()) {
+    if (layout.nodes() > 1) {
+      return invalid_argument("--iface",
+                              "{} spans {} nodes: name the network interface that joins them "
+                              "(--iface IFACE or FI_TCP_IFACE)",
+                              name_, layout.nodes());
     }
+    iface = "lo";
   }
+  EPS_ASSIGN_OR_RETURN(spec_.node, ofi::interface_ipv4(iface));
+  // The provider reads FI_TCP_IFACE when libfabric first initialises it; the FI_SOURCE address binds
+  // the endpoint either way, and open_local checks it.
+  setenv("FI_TCP_IFACE", iface.c_str(), 1);
+  interface_ = iface;
   return Status();
 }
 
@@ -172,11 +191,14 @@ Status LibfabricFabric::open_local() {
       static_cast<int>(std::clamp<std::size_t>(info_->tx_attr->size, 1, kMaxOutstanding));
   ordered_ = selected.asked_ordered && ofi::waw_ordered(*info_, limits_.max_put_bytes);
   describe_ = ofi::describe_provider(*fi_, *info_, ordered_, limits_.max_put_bytes);
+  if (spec_.binds_interface) describe_ += fmt::format(" on {} {}", interface_, spec_.node);
   EPS_RETURN_IF_ERROR(open_objects());
   EPS_ASSIGN_OR_RETURN(address_, endpoint_name());
-  if (spec_.loopback_only && !ofi::is_loopback(address_.data(), address_.size(), info_->addr_format)) {
+  if (spec_.binds_interface &&
+      !ofi::address_is(address_.data(), address_.size(), info_->addr_format, spec_.node)) {
     return environment(
-        fmt::format("endpoint address is not loopback (format {}); refusing to use it", info_->addr_format));
+        fmt::format("endpoint address is not {} of interface {} (format {}); refusing to use it", spec_.node,
+                    interface_, info_->addr_format));
   }
   const bool receives = (info_->mode & FI_RX_CQ_DATA) != 0;
   const std::size_t pool = receives ? std::min(info_->rx_attr->size, kMaxReceivePool) : 0;
@@ -250,26 +272,33 @@ Status LibfabricFabric::agree(const Status& local, std::string_view what) {
   return environment(fmt::format("{} failed on rank(s) {} (see their error)", what, fmt::join(failed, ", ")));
 }
 
-Result<std::span<std::byte>> LibfabricFabric::create_region(int id, std::size_t bytes) {
-  Result<std::unique_ptr<MappedRegion>> region = register_region(id, bytes);
+Result<std::span<std::byte>> LibfabricFabric::create_region(int id, std::size_t bytes, std::byte* memory) {
+  Result<std::unique_ptr<MappedRegion>> region = register_region(id, bytes, memory);
   EPS_RETURN_IF_ERROR(exchange_region(region.status(), region.ok() ? region->get() : nullptr));
   regions_.push_back(std::move(*region));
   return std::span<std::byte>(regions_.back()->base, bytes);
 }
 
-Result<std::unique_ptr<MappedRegion>> LibfabricFabric::register_region(int id, std::size_t bytes) {
+Result<std::unique_ptr<MappedRegion>> LibfabricFabric::register_region(int id, std::size_t bytes,
+                                                                       std::byte* memory) {
   if (static_cast<std::size_t>(id) != regions_.size()) {
     return environment(fmt::format("region {} created out of order (expected {})", id, regions_.size()));
   }
   auto region = std::make_unique<MappedRegion>();
-  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  region->mapped = std::max<std::size_t>(1, (bytes + page - 1) / page) * page;
-  void* base = mmap(nullptr, region->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) {
-    return environment(fmt::format("mmap of {} bytes for region {} failed", region->mapped, id));
+  std::size_t registered = std::max<std::size_t>(bytes, 1);
+  if (memory != nullptr) {
+    region->base = memory;  // adopted: the caller owns it (mapped stays 0, nothing to unmap)
+  } else {
+    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    region->mapped = std::max<std::size_t>(1, (bytes + page - 1) / page) * page;
+    void* base = mmap(nullptr, region->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+      return environment(fmt::format("mmap of {} bytes for region {} failed", region->mapped, id));
+    }
+    region->base = static_cast<std::byte*>(base);
+    registered = region->mapped;
   }
-  region->base = static_cast<std::byte*>(base);
-  EPS_FI_CHECK(fi_mr_reg(domain_, region->base, region->mapped, FI_WRITE | FI_REMOTE_WRITE, 0,
+  EPS_FI_CHECK(fi_mr_reg(domain_, region->base, registered, FI_WRITE | FI_REMOTE_WRITE, 0,
                          static_cast<std::uint64_t>(id), 0, &region->mr, nullptr));
   if ((info_->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0) {
     EPS_FI_CHECK(fi_mr_bind(region->mr, &ep_->fid, 0));
@@ -311,6 +340,7 @@ Result<bool> LibfabricFabric::post(const PutOp& op) {
   OpSlot& slot = slots_[free_slots_.back()];
   free_slots_.pop_back();
   slot.context = op.context;
+  slot.peer = op.peer;
   const MappedRegion& local = *regions_[static_cast<std::size_t>(op.local_region)];
   const MappedRegion& remote = *regions_[static_cast<std::size_t>(op.remote_region)];
   const auto peer = static_cast<std::size_t>(op.peer);
@@ -383,7 +413,8 @@ Status LibfabricFabric::read_error() {
   OpSlot* slot = slot_of(error.op_context);
   std::string what = "a remote operation";
   if (slot != nullptr)
-    what = slot->receive ? "a posted receive" : fmt::format("the put with context {}", slot->context);
+    what = slot->receive ? "a posted receive"
+                         : fmt::format("the put to rank {} (context {})", slot->peer, slot->context);
   if (slot != nullptr && !slot->receive) release(slot);
   return environment(fmt::format("completion error on {}: {} (provider: {})", what, fi_->strerror(error.err),
                                  detail != nullptr ? detail : "no detail"));
@@ -402,9 +433,6 @@ OpSlot* LibfabricFabric::slot_of(const void* context) {
 
 Result<std::unique_ptr<Fabric>> make_libfabric_fabric(const FabricConfig& config) {
   EPS_ASSIGN_OR_RETURN(ofi::ProviderSpec spec, ofi::provider_spec(config.variant));
-  // Loopback only (tcp): the provider reads FI_TCP_IFACE when it first loads; an explicit setting wins,
-  // and the endpoint address is checked to be loopback either way.
-  if (spec.loopback_only) setenv("FI_TCP_IFACE", "lo", 0);
   EPS_ASSIGN_OR_RETURN(MPI_Comm comm, mpi::comm_dup(config.comm, Deadline(config.timeout_seconds)));
   auto fabric = std::make_unique<LibfabricFabric>(comm, config, std::move(spec));
   EPS_RETURN_IF_ERROR(fabric->open());
@@ -415,11 +443,11 @@ Result<std::unique_ptr<Fabric>> make_libfabric_fabric(const FabricConfig& config
 }  // namespace eps::fabric
 
 void eps_register_fabric_libfabric(eps::fabric::FabricRegistry& registry) {
-  registry.add(eps::fabric::FabricEntry{
-      "libfabric",
-      eps::fabric::ofi::libfabric_variants(),
-      "libfabric FI_EP_RDM RMA writes: shm, tcp (tcp;ofi_rxm on 127.0.0.1), efa, verbs (verbs;ofi_rxm)",
-      &eps::fabric::make_libfabric_fabric,
-      {"efa"},
-      [] { return eps::fabric::ofi::fi_api().status(); }});
+  registry.add(eps::fabric::FabricEntry{"libfabric",
+                                        eps::fabric::ofi::libfabric_variants(),
+                                        "libfabric FI_EP_RDM RMA writes: shm, tcp (tcp;ofi_rxm on --iface, "
+                                        "loopback on one node), efa, verbs (verbs;ofi_rxm)",
+                                        &eps::fabric::make_libfabric_fabric,
+                                        {"efa"},
+                                        [] { return eps::fabric::ofi::fi_api().status(); }});
 }

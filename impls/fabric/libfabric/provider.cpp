@@ -1,11 +1,15 @@
 #include "impls/fabric/libfabric/provider.hpp"
 
+#include <ifaddrs.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <rdma/fi_errno.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -72,7 +76,7 @@ const std::vector<std::string>& libfabric_variants() {
 
 Result<ProviderSpec> provider_spec(std::string_view variant) {
   if (variant == "shm") return ProviderSpec{"shm", "shm", "", false};
-  if (variant == "tcp") return ProviderSpec{"tcp", "tcp;ofi_rxm", "127.0.0.1", true};
+  if (variant == "tcp") return ProviderSpec{"tcp", "tcp;ofi_rxm", "", true};
   if (variant == "efa") return ProviderSpec{"efa", "efa", "", false};
   if (variant == "verbs") return ProviderSpec{"verbs", "verbs;ofi_rxm", "", false};
   return invalid_argument("libfabric variant", "must be one of {}, got '{}'",
@@ -153,6 +157,37 @@ bool is_loopback(const void* addr, std::size_t addrlen, std::uint32_t addr_forma
     return in6.sin6_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&in6.sin6_addr);
   }
   return false;
+}
+
+Result<std::string> interface_ipv4(const std::string& iface) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) {
+    return Status(StatusCode::kEnvironment, fmt::format("getifaddrs failed: {}", std::strerror(errno)));
+  }
+  std::optional<std::string> found;
+  std::vector<std::string> names;
+  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    names.emplace_back(a->ifa_name);
+    if (iface != a->ifa_name || found) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != nullptr) found = text;
+  }
+  freeifaddrs(list);
+  if (found) return *found;
+  return invalid_argument("--iface",
+                          "no IPv4 address on interface '{}' (FI_TCP_IFACE); interfaces with one: {}", iface,
+                          fmt::join(names, ", "));
+}
+
+bool address_is(const void* addr, std::size_t addrlen, std::uint32_t addr_format, const std::string& ipv4) {
+  if (addr_format != FI_SOCKADDR_IN || addrlen < sizeof(sockaddr_in)) return false;
+  sockaddr_in in{};
+  std::memcpy(&in, addr, sizeof(in));
+  in_addr expected{};
+  return in.sin_family == AF_INET && inet_pton(AF_INET, ipv4.c_str(), &expected) == 1 &&
+         in.sin_addr.s_addr == expected.s_addr;
 }
 
 std::string describe_provider(const FiApi& fi, const fi_info& info, bool ordered, std::size_t max_put_bytes) {

@@ -2,9 +2,9 @@
 // names, the fi_getinfo hints that express the Fabric contract (fabric.hpp), and what the chosen fi_info
 // promises.
 //
-// Variants: "shm" -> provider "shm"; "tcp" -> "tcp;ofi_rxm" bound to 127.0.0.1 (loopback only: the
-// fabric refuses ranks on different hosts and any non-loopback endpoint address); "efa" -> "efa";
-// "verbs" -> "verbs;ofi_rxm".
+// Variants: "shm" -> provider "shm"; "tcp" -> "tcp;ofi_rxm" bound to one network interface (docs/fabrics.md
+// 6.4: --iface or FI_TCP_IFACE, loopback only when every rank is on one node; the endpoint address must be
+// that interface's); "efa" -> "efa"; "verbs" -> "verbs;ofi_rxm".
 //
 // Hints (make_hints): FI_EP_RDM; caps FI_RMA | FI_WRITE | FI_REMOTE_WRITE (+ FI_MSG when the provider
 // needs posted receives for remote CQ data); modes the fabric can honour: FI_CONTEXT, FI_CONTEXT2 (every
@@ -37,10 +37,10 @@
 namespace eps::fabric::ofi {
 
 struct ProviderSpec {
-  std::string variant;    // "tcp"
-  std::string prov_name;  // "tcp;ofi_rxm"
-  std::string node;       // fi_getinfo node with FI_SOURCE ("127.0.0.1"), empty for none
-  bool loopback_only = false;
+  std::string variant;           // "tcp"
+  std::string prov_name;         // "tcp;ofi_rxm"
+  std::string node;              // fi_getinfo node with FI_SOURCE (the interface's address), empty for none
+  bool binds_interface = false;  // tcp: `node` is the IPv4 address of the chosen interface
 };
 
 // The registered variants, in registration order.
@@ -79,6 +79,11 @@ Result<SelectedProvider> select_provider(const ProviderSpec& spec);
 
 // True for an IPv4 127.0.0.0/8 or IPv6 ::1 socket address; false for anything else (other formats too).
 bool is_loopback(const void* addr, std::size_t addrlen, std::uint32_t addr_format);
+// The IPv4 address of network interface `iface` ("lo" -> "127.0.0.1"); kInvalidArgument naming --iface and
+// the interfaces that exist when it has none.
+Result<std::string> interface_ipv4(const std::string& iface);
+// Whether an FI_SOCKADDR_IN endpoint address is `ipv4` (dotted).
+bool address_is(const void* addr, std::size_t addrlen, std::uint32_t addr_format, const std::string& ipv4);
 
 // "libfabric 1.17 provider shm 117.0 (fabric shm, domain shm, ordered WAW, delivery-complete,
 // mr_mode 0x0, cq_data 8 B, max_msg 16777215 B, tx 1024)".

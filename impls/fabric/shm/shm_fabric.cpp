@@ -117,7 +117,7 @@ class ShmFabric final : public FabricBase {
   Status init();
 
  protected:
-  Result<std::span<std::byte>> create_region(int id, std::size_t bytes) override;
+  Result<std::span<std::byte>> create_region(int id, std::size_t bytes, std::byte* memory) override;
   Result<bool> post(const PutOp& op) override;
   Status progress(std::vector<Completion>& sink) override;
   std::string backend_name() const override { return "shm"; }
@@ -200,7 +200,12 @@ Status ShmFabric::init() {
   return Status();
 }
 
-Result<std::span<std::byte>> ShmFabric::create_region(int id, std::size_t bytes) {
+Result<std::span<std::byte>> ShmFabric::create_region(int id, std::size_t bytes, std::byte* memory) {
+  if (memory != nullptr) {
+    return invalid_argument("adopt",
+                            "shm writes only into the segments it maps itself; it cannot register "
+                            "other memory");
+  }
   if (id != static_cast<int>(regions_.size())) {
     return Status(StatusCode::kEnvironment, fmt::format("shm: region {} created out of order", id));
   }

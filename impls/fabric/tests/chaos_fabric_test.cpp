@@ -35,6 +35,10 @@ class RecordingFabric final : public Fabric {
     memory_.emplace_back(bytes, std::byte{0});
     return Region{static_cast<int>(memory_.size()) - 1, memory_.back()};
   }
+  Result<Region> adopt(std::span<std::byte> memory) override {
+    return invalid_argument("adopt", "the recording fabric owns its memory ({} bytes offered)",
+                            memory.size());
+  }
   Status validate(const PutOp& op) const override {
     if (op.peer != 0) return out_of_range("put.peer", 0, 0, op.peer);
     if (op.bytes > kMaxPutBytes) return invalid_argument("put.bytes", "too large");

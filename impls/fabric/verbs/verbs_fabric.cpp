@@ -64,6 +64,7 @@ struct Memory {
   void* base = nullptr;
   std::size_t bytes = 0;
   ibv_mr* mr = nullptr;
+  bool owned = true;              // false: adopted memory the caller frees
   std::vector<RegionKey> remote;  // per rank
 };
 
@@ -79,7 +80,7 @@ class VerbsFabric final : public FabricBase {
   Status connect();
 
  protected:
-  Result<std::span<std::byte>> create_region(int id, std::size_t bytes) override;
+  Result<std::span<std::byte>> create_region(int id, std::size_t bytes, std::byte* memory) override;
   Result<bool> post(const PutOp& op) override;
   Status progress(std::vector<Completion>& sink) override;
   std::string backend_name() const override { return variant_name(variant_); }
@@ -100,8 +101,9 @@ class VerbsFabric final : public FabricBase {
   Result<std::vector<PeerAddress>> exchange_addresses();
   Result<bool> post_rc(const PutOp& op, std::uint32_t slot);
   Result<bool> post_srd(const PutOp& op, std::uint32_t slot);
-  Result<Memory> register_memory(std::size_t bytes, int access);
-  Result<std::span<std::byte>> register_region(int id, std::size_t bytes);
+  // `memory` null: allocate `bytes` zero-filled; otherwise register the caller's memory.
+  Result<Memory> register_memory(std::size_t bytes, int access, std::byte* memory = nullptr);
+  Result<std::span<std::byte>> register_region(int id, std::size_t bytes, std::byte* memory);
   Status teardown();
 
   Variant variant_;
@@ -147,7 +149,7 @@ Status VerbsFabric::teardown() {
   };
   auto release = [this, &check](Memory& m) {
     if (m.mr != nullptr) check(ibv_->dereg_mr(m.mr), "ibv_dereg_mr");
-    std::free(m.base);
+    if (m.owned) std::free(m.base);
     m = Memory{};
   };
   for (auto it = regions_.rbegin(); it != regions_.rend(); ++it) release(*it);
@@ -252,22 +254,28 @@ Status VerbsFabric::choose_port() {
   return check_gid(port_, std::span<const std::uint8_t>(gid_.raw, sizeof(gid_.raw)));
 }
 
-Result<Memory> VerbsFabric::register_memory(std::size_t bytes, int access) {
+Result<Memory> VerbsFabric::register_memory(std::size_t bytes, int access, std::byte* memory) {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   Memory m;
   m.bytes = bytes;
-  const std::size_t padded = (std::max<std::size_t>(bytes, 1) + page - 1) / page * page;
-  const int rc = posix_memalign(&m.base, page, padded);
-  if (rc != 0) {
-    return Status(StatusCode::kEnvironment,
-                  fmt::format("posix_memalign({} bytes): {}", padded, std::strerror(rc)));
+  std::size_t registered = std::max<std::size_t>(bytes, 1);
+  if (memory != nullptr) {
+    m.base = memory;
+    m.owned = false;
+  } else {
+    registered = (registered + page - 1) / page * page;
+    const int rc = posix_memalign(&m.base, page, registered);
+    if (rc != 0) {
+      return Status(StatusCode::kEnvironment,
+                    fmt::format("posix_memalign({} bytes): {}", registered, std::strerror(rc)));
+    }
+    std::memset(m.base, 0, registered);
   }
-  std::memset(m.base, 0, padded);
   errno = 0;
-  m.mr = ibv_->reg_mr(pd_, m.base, padded, access);
+  m.mr = ibv_->reg_mr(pd_, m.base, registered, access);
   if (m.mr == nullptr) {
     const Status failed = verbs_error("ibv_reg_mr(pd, base, bytes, access)", errno, __FILE__, __LINE__);
-    std::free(m.base);
+    if (m.owned) std::free(m.base);
     return failed;
   }
   return m;
@@ -433,19 +441,19 @@ Status VerbsFabric::connect() {
   return variant_ == Variant::kRc ? connect_rc(peers) : connect_srd(peers);
 }
 
-Result<std::span<std::byte>> VerbsFabric::create_region(int id, std::size_t bytes) {
-  Result<std::span<std::byte>> region = register_region(id, bytes);
+Result<std::span<std::byte>> VerbsFabric::create_region(int id, std::size_t bytes, std::byte* memory) {
+  Result<std::span<std::byte>> region = register_region(id, bytes, memory);
   if (!region.ok()) return prefixed(region.status(), variant_);
   return region;
 }
 
-Result<std::span<std::byte>> VerbsFabric::register_region(int id, std::size_t bytes) {
+Result<std::span<std::byte>> VerbsFabric::register_region(int id, std::size_t bytes, std::byte* memory) {
   if (static_cast<std::size_t>(id) != regions_.size()) {
     return Status(StatusCode::kEnvironment, fmt::format("region {} created out of order", id));
   }
-  EPS_ASSIGN_OR_RETURN(Memory memory,
-                       register_memory(bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-  regions_.push_back(memory);
+  EPS_ASSIGN_OR_RETURN(Memory registered,
+                       register_memory(bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, memory));
+  regions_.push_back(registered);
   Memory& region = regions_.back();
   const RegionKeyBytes mine =
       serialize(RegionKey{reinterpret_cast<std::uintptr_t>(region.base), region.mr->rkey});

@@ -254,7 +254,7 @@ TEST(Params, CatalogDefaultsAreValidAndNamesUnique) {
   const Status s = run(all, "");
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(all.number("timeout"), 60.0);  // docs/errors.md 10 default deadline
-  EXPECT_EQ(all.string("fabric"), "shm");
+  EXPECT_EQ(all.string("fabric"), "auto");
   EXPECT_THROW(param_spec("no-such-parameter"), std::logic_error);
   EXPECT_THROW((void)all.integer("timeout"), std::logic_error);  // wrong kind
 }

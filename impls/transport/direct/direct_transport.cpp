@@ -58,7 +58,7 @@ class DirectTransport final : public RoutedTransport {
     return fmt::format("direct (signal {}) over {}", signal_->name(), fabric_->describe());
   }
   std::map<std::string, std::string> identity() const override {
-    return {{"fabric", selection_.fabric},
+    return {{"fabric", fabric::undecorated_name(*fabric_)},
             {"signal", std::string(signal_->name())},
             {"chaos", selection_.chaos.empty() ? "off" : selection_.chaos}};
   }
@@ -628,9 +628,8 @@ Result<std::unique_ptr<Transport>> make_direct_transport(const TransportConfig& 
   EPS_MPI_CHECK(MPI_Comm_size(config.comm, &size));
   EPS_MPI_CHECK(MPI_Comm_rank(config.comm, &rank));
   EPS_RETURN_IF_ERROR(validate_config(config, size, direct_capabilities()));
-  EPS_ASSIGN_OR_RETURN(
-      std::unique_ptr<fabric::Fabric> fab,
-      fabric::make_fabric(selection.fabric, config.comm, config.timeout_seconds, selection.chaos));
+  EPS_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Fabric> fab,
+                       fabric::make_fabric(selection, config.comm, config.timeout_seconds));
   auto transport = std::make_unique<DirectTransport>(config, selection, rank, size, std::move(fab));
   EPS_RETURN_IF_ERROR(transport->setup());
   return std::unique_ptr<Transport>(std::move(transport));

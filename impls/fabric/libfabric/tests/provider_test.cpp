@@ -25,7 +25,7 @@ TEST(ProviderSpec, VariantsMapToProviders) {
     const char* node;
     bool loopback;
   } cases[] = {{"shm", "shm", "", false},
-               {"tcp", "tcp;ofi_rxm", "127.0.0.1", true},
+               {"tcp", "tcp;ofi_rxm", "", true},
                {"efa", "efa", "", false},
                {"verbs", "verbs;ofi_rxm", "", false}};
   for (const auto& c : cases) {
@@ -34,7 +34,7 @@ TEST(ProviderSpec, VariantsMapToProviders) {
     EXPECT_EQ(spec->variant, c.variant);
     EXPECT_EQ(spec->prov_name, c.prov);
     EXPECT_EQ(spec->node, c.node);
-    EXPECT_EQ(spec->loopback_only, c.loopback);
+    EXPECT_EQ(spec->binds_interface, c.loopback);
   }
 }
 
