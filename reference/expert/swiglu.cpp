@@ -1,6 +1,6 @@
 #include "reference/expert/swiglu.hpp"
 
-#include <cmath>
+#include "reference/numerics/transcendental.hpp"
 
 namespace eps {
 
@@ -57,7 +57,7 @@ Status validate_expert_io(const ExpertShape& shape, std::span<const bf16> x, con
   return Status();
 }
 
-float silu_fp32(float a) { return a / (1.0f + std::exp(-a)); }
+float silu_fp32(float a) { return a / (1.0f + portable_exp(-a)); }
 
 Status swiglu_scalar(const ExpertWeights& weights, std::span<const bf16> x, const ExpertOutputs& out) {
   EPS_RETURN_IF_ERROR(validate_expert_weights(weights));

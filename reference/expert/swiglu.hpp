@@ -1,8 +1,8 @@
 // SwiGLU expert FFN, scalar reference kernel (docs/layer.md 4.1, docs/numerics.md 1.4).
 //
 //   a = W1 · x,  b = W3 · x            fp32 dot products, x bf16 [H], W1/W3 bf16 [F, H] row-major
-//   h = bf16(silu(a) * b)              silu(a) = a / (1 + exp(-a)) in fp32 (std::exp on float)
-//   y = bf16(W2 · h)                   fp32 dot products, W2 bf16 [H, F] row-major
+//   h = bf16(silu(a) * b)              silu(a) = a / (1 + exp(-a)) in fp32 (portable_exp,
+//   docs/numerics.md 1.5) y = bf16(W2 · h)                   fp32 dot products, W2 bf16 [H, F] row-major
 //
 // The scalar reference computes every dot product in ascending index order starting from 0.0f with
 // one rounding per multiply and per add (no FMA: the library is built with -ffp-contract=off). It is

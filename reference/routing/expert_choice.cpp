@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "reference/numerics/transcendental.hpp"
 #include "reference/routing/scores.hpp"
 
 namespace eps::routing {
@@ -147,11 +148,17 @@ struct Pass {
   std::int64_t capacity = 0;
 };
 
+// docs/routing.md 3.3 batch scope: one capacity from the largest k_b, c = max(floor(B·S·max_b k_b / E), 1).
+std::int64_t batch_capacity(const RoutingInput& input, const Routing& routing) {
+  const std::int64_t max_k = *std::max_element(routing.k_per_sample.begin(), routing.k_per_sample.end());
+  return expert_choice_capacity(input.num_tokens * max_k, input.num_experts);
+}
+
 std::vector<Pass> plan_passes(const ExpertChoiceConfig& config, const RoutingInput& input, Routing& routing) {
   const std::int64_t s = input.seq_len;
   std::vector<Pass> passes;
   if (config.scope == CapacityScope::kBatch) {
-    const std::int64_t c = expert_choice_capacity(routing.compute_cost, input.num_experts);
+    const std::int64_t c = batch_capacity(input, routing);
     routing.capacity = c;
     passes.push_back({0, input.num_tokens, c});
     return passes;
@@ -208,7 +215,7 @@ void dlm_gates(const ExpertChoiceConfig& config, Routing& routing) {
       float m = kMinusInf;
       for (std::int64_t s = 0; s < n; ++s) m = std::max(m, gates[s]);
       for (std::int64_t s = 0; s < n; ++s) {
-        gates[s] = m == kMinusInf ? 0.0f : std::exp(gates[s] - m);
+        gates[s] = m == kMinusInf ? 0.0f : portable_exp(gates[s] - m);
         sum += gates[s];
       }
     }

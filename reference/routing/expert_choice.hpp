@@ -3,13 +3,13 @@
 //
 // Variant `kDlm` ("ec", EC-DLM semantics, the default):
 //   Capacity. Sequence scope: per sample b, c_b = max(floor(S·k_b / E), 1). Batch scope: one capacity
-//   over all B·S tokens, c = max(floor(Σ_b S·k_b / E), 1); with a static schedule that is
-//   max(floor(B·S·k / E), 1) as in the contract, and with a schedule the batch gets the summed per-sample
-//   budget (k is then the mean of the k_b). k_b <= E (validated), so c_b <= S and c <= B·S always: no
-//   clamping. Selection. Per sample b (batch scope: over all tokens) and expert j, the c_b tokens with the
-//   canonical-first raw logits l[i][j] (docs/numerics.md 1.3: larger logit first, lower token position wins
-//   ties; -inf last but still selected when c_b needs it). J_i = experts that picked token i, ascending.
-//   Gates, fp32, sums in ascending j starting from 0.0f:
+//   over all B·S tokens from the largest per-sample k, c = max(floor(B·S·max_b k_b / E), 1) (not a sum over
+//   samples; with a static schedule max(floor(B·S·k / E), 1)). k_b <= E (validated), so c_b <= S and
+//   c <= B·S always: no clamping. Selection. Per sample b (batch scope: over all tokens) and expert j, the
+//   c_b tokens with the canonical-first raw logits l[i][j] (docs/numerics.md 1.3: larger logit first, lower
+//   token position wins ties; -inf last but still selected when c_b needs it). J_i = experts that picked
+//   token i, ascending. Gates, fp32, sums in ascending j starting from 0.0f, exp = portable_exp
+//   (docs/numerics.md 1.5):
 //     softmax: m_i = max_{j∈J_i} l_ij; g_ij = exp(l_ij − m_i) / (Σ_{j'∈J_i} exp(l_ij' − m_i) + 1e-20f).
 //              When every l_ij of J_i is -inf (m_i = -inf) every exp term is taken as 0: g_ij = 0.0f.
 //     sigmoid: g_ij = σ(l_ij) / (Σ_{j'∈J_i} σ(l_ij') + 1e-20f).
@@ -52,7 +52,7 @@ struct ExpertChoiceConfig {
 Status validate_expert_choice(const ExpertChoiceConfig& config, std::int64_t num_experts,
                               std::string_view prefix = "");
 
-// c_b = max(floor(S·k_b / E), 1) (also the batch capacity with S·k_b replaced by Σ_b S·k_b).
+// c_b = max(floor(S·k_b / E), 1) (also the batch capacity with S·k_b replaced by B·S·max_b k_b).
 std::int64_t expert_choice_capacity(std::int64_t tokens_times_k, std::int64_t num_experts);
 
 // Validates `input` and `config` (including "mask_ratio: required ..." for a non-static schedule), then

@@ -4,7 +4,8 @@
 #include <array>
 #include <charconv>
 #include <cmath>
-#include <numbers>
+
+#include "reference/numerics/transcendental.hpp"
 
 namespace eps::routing {
 namespace {
@@ -17,9 +18,16 @@ float clamp01(float v) { return std::min(std::max(v, 0.0f), 1.0f); }
 
 float bell_gaussian(float r, float sigma) {
   const float two_var = 2.0f * (sigma * sigma);
-  const float e0 = std::exp(-0.25f / two_var);
+  const float e0 = portable_exp(-0.25f / two_var);
   const float d = r - 0.5f;
-  return (std::exp(-(d * d) / two_var) - e0) / (1.0f - e0);
+  return (portable_exp(-(d * d) / two_var) - e0) / (1.0f - e0);
+}
+
+// docs/routing.md 3.4 cosine evaluation order: s = 0.5·(1 + cos(π·(1 − ρ))), ρ = r for `cosine` and 1 − r for
+// `cosine_reverse`. |portable_cos| <= 1, so s is in [0, 1] without a clamp.
+float cosine_of_rho(float rho) {
+  constexpr float kPi = 0x1.921fb6p1f;  // π rounded to fp32
+  return 0.5f * (1.0f + portable_cos(kPi * (1.0f - rho)));
 }
 
 }  // namespace
@@ -59,7 +67,6 @@ Result<Schedule> parse_schedule(std::string_view text, std::string_view field) {
 }
 
 float schedule_value(const Schedule& schedule, float r) {
-  constexpr float kPi = std::numbers::pi_v<float>;
   switch (schedule.kind) {
     case ScheduleKind::kStatic:
       return 0.0f;
@@ -68,9 +75,9 @@ float schedule_value(const Schedule& schedule, float r) {
     case ScheduleKind::kLinearReverse:
       return clamp01(1.0f - r);
     case ScheduleKind::kCosine:
-      return clamp01((1.0f - std::cos(kPi * r)) / 2.0f);
+      return cosine_of_rho(r);
     case ScheduleKind::kCosineReverse:
-      return clamp01((1.0f + std::cos(kPi * r)) / 2.0f);
+      return cosine_of_rho(1.0f - r);
     case ScheduleKind::kBell: {
       const float d = r - 0.5f;
       return clamp01(1.0f - 4.0f * (d * d));

@@ -4,16 +4,16 @@
 //   k_b = clamp(round_half_even(k_min + (k_max − k_min)·s(r_b)), k_min, k_max)
 //
 // evaluated in fp32 in exactly that operation order: float(k_max − k_min) · s, then float(k_min) + that,
-// then round half to even, then clamp. `static` ignores r_b and gives k_b = k. Schedules s(r), all fp32
-// with std::cos / std::exp on float (π = float(M_PI)); every s is then clamped to [0, 1]:
+// then round half to even, then clamp. `static` ignores r_b and gives k_b = k. Schedules s(r), all fp32 with
+// the portable exp and cos of reference/numerics/transcendental.hpp (docs/numerics.md 1.5, never libm):
 //   static                   -            (k_b = k)
-//   linear                   r
-//   linear_reverse           1 − r
-//   cosine                   (1 − cos(π·r)) / 2
-//   cosine_reverse           (1 + cos(π·r)) / 2
+//   linear                   clamp(r, 0, 1)
+//   linear_reverse           clamp(1 − r, 0, 1)
+//   cosine                   0.5·(1 + cos(π·(1 − ρ))) with ρ = r       (docs/routing.md 3.4 evaluation order:
+//   cosine_reverse           0.5·(1 + cos(π·(1 − ρ))) with ρ = 1 − r    exactly these operations, π = fp32 π)
 //   bell                     clamp(1 − 4·(r − 0.5)², 0, 1)          ((r − 0.5)² computed as d·d)
-//   bell_gaussian:σ          (exp(−(d·d) / (2·(σ·σ))) − e0) / (1 − e0),  e0 = exp(−0.25 / (2·(σ·σ)))
-//   bell_gaussian_reverse:σ  1 − bell_gaussian:σ
+//   bell_gaussian:σ          clamp((exp(−(d·d) / (2·(σ·σ))) − e0) / (1 − e0), 0, 1),  e0 = exp(−0.25 /
+//   (2·(σ·σ))) bell_gaussian_reverse:σ  1 − bell_gaussian:σ
 // Compute cost of a batch: Σ_b S·k_b, reported next to the static cost B·S·k.
 //
 // Contract of `KSchedule` (checked by `validate_k_schedule`, which prefixes every field with `prefix`,

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "reference/numerics/transcendental.hpp"
+
 namespace eps::routing {
 namespace {
 
@@ -89,7 +91,7 @@ TEST(ExpertChoice, HandComputedSequenceCase) {
   EXPECT_NEAR(g0[1], 3.0 * std::exp(-1.0) / (1.0 + std::exp(-1.0)), 1e-6);
   EXPECT_EQ(g0[2], 0.0f);
   // The same in fp32, the operation order of the contract: d / (Σd + 1e-20f) · Fscale.
-  const float e1 = std::exp(-1.0f);
+  const float e1 = portable_exp(-1.0f);
   const float sum0 = (0.0f + 1.0f) + e1;
   EXPECT_EQ(g0[0], (1.0f / (sum0 + 1e-20f)) * 3.0f);
   EXPECT_EQ(g0[1], (e1 / (sum0 + 1e-20f)) * 3.0f);
@@ -181,12 +183,12 @@ TEST(ExpertChoice, InvariantsAndOracleOnRandomInput) {
     float m = kMinusInf;
     for (std::int32_t j : experts) m = std::max(m, logits[i * e + j]);
     float sum = 0.0f;
-    for (std::int32_t j : experts) sum += std::exp(logits[i * e + j] - m);
+    for (std::int32_t j : experts) sum += portable_exp(logits[i * e + j] - m);
     double dsum = 0.0;
     for (std::int32_t j : experts) dsum += std::exp(static_cast<double>(logits[i * e + j]) - m);
     const auto gates = gates_of(*r, i);
     for (std::size_t n = 0; n < experts.size(); ++n) {
-      const float d = std::exp(logits[i * e + experts[n]] - m);
+      const float d = portable_exp(logits[i * e + experts[n]] - m);
       ASSERT_EQ(gates[n], d / (sum + 1e-20f));
       ASSERT_NEAR(gates[n], std::exp(static_cast<double>(logits[i * e + experts[n]]) - m) / dsum, 1e-6);
     }
@@ -234,7 +236,7 @@ TEST(ExpertChoice, BatchScopeSelectsAcrossSamples) {
 
 TEST(ExpertChoice, ScheduledCapacityPerSampleAndBatch) {
   // linear_reverse 1..3, mask ratios [0.25, 1.0]: k = [round(1 + 2·0.75 = 2.5) = 2, 1];
-  // S = 4, E = 4: c_b = [floor(4·2/4), max(floor(4·1/4), 1)] = [2, 1]; batch c = floor(4·(2+1)/4) = 3.
+  // S = 4, E = 4: c_b = [floor(4·2/4), max(floor(4·1/4), 1)] = [2, 1]; batch c = floor(2·4·max(2, 1)/4) = 4.
   std::vector<float> logits(8 * 4);
   for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 7) % 5);
   ExpertChoiceConfig c = static_config(2);
@@ -251,8 +253,44 @@ TEST(ExpertChoice, ScheduledCapacityPerSampleAndBatch) {
   c.scope = CapacityScope::kBatch;
   r = route_expert_choice(c, input_of(logits, 8, 4, 4, mask));
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->capacity, std::optional<std::int64_t>(3));
-  EXPECT_EQ(r->expert_load, (std::vector<std::int64_t>{3, 3, 3, 3}));
+  EXPECT_EQ(r->capacity, std::optional<std::int64_t>(4));
+  EXPECT_EQ(r->expert_load, (std::vector<std::int64_t>{4, 4, 4, 4}));
+}
+
+TEST(ExpertChoice, BatchScopeCapacityUsesTheLargestPerSampleK) {
+  // docs/routing.md 3.3 batch scope with per-sample k: c = max(floor(B·S·max_b k_b / E), 1).
+  // B = 3, S = 4, E = 8, linear 1..3, mask ratios [0, 0.5, 1]: k_b = 1 + 2·r = [1, 2, 3] (no ties), so
+  //   c = max(floor(3·4·3 / 8), 1) = floor(36 / 8) = 4,
+  // where a sum over samples would give floor(4·(1 + 2 + 3) / 8) = 3 and the static k = 2 would give
+  // floor(3·4·2 / 8) = 3. Sequence scope: c_b = max(floor(4·k_b / 8), 1) = [1, 1, 1].
+  const std::int64_t b = 3, s = 4, e = 8, t = b * s;
+  std::vector<float> logits(t * e);
+  for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 11) % 7) - 3.0f;
+  ExpertChoiceConfig c = static_config(2);
+  c.scope = CapacityScope::kBatch;
+  c.k_schedule.schedule.kind = ScheduleKind::kLinear;
+  c.k_schedule.k_min = 1;
+  c.k_schedule.k_max = 3;
+  const std::vector<float> mask = {0.0f, 0.5f, 1.0f};
+  Result<Routing> r = route_expert_choice(c, input_of(logits, t, e, s, mask));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->k_per_sample, (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(r->capacity, std::optional<std::int64_t>(4));
+  EXPECT_TRUE(r->capacity_per_sample.empty());
+  EXPECT_EQ(r->expert_load, std::vector<std::int64_t>(e, 4));
+  // The batch is one selection pass over all B·S tokens: the oracle with one "sample" of t tokens.
+  const auto expected = oracle_sets(logits, t, e, t, {4});
+  std::int64_t total_slots = 0;
+  for (std::int64_t i = 0; i < t; ++i) {
+    EXPECT_EQ(experts_of(*r, i), expected[i]) << "token " << i;
+    total_slots += r->num_slots(i);
+  }
+  EXPECT_EQ(total_slots, e * 4);   // Σ_i |J_i| = E·c
+  EXPECT_EQ(r->compute_cost, 24);  // Σ_b S·k_b = 4·(1 + 2 + 3)
+  c.scope = CapacityScope::kSequence;
+  r = route_expert_choice(c, input_of(logits, t, e, s, mask));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->capacity_per_sample, (std::vector<std::int64_t>{1, 1, 1}));
 }
 
 TEST(ExpertChoice, NegativeZeroTiesWithZero) {

@@ -9,10 +9,12 @@
 
 #include <gtest/gtest.h>
 
+#include "reference/numerics/transcendental.hpp"
+
 namespace eps::routing {
 namespace {
 
-float sig(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float sig(float x) { return 1.0f / (1.0f + portable_exp(-x)); }
 
 RoutingInput input_of(const std::vector<float>& logits, std::int64_t t, std::int64_t e, std::int64_t s = 0) {
   RoutingInput in;
@@ -43,8 +45,8 @@ Oracle oracle_token(const TokenChoiceConfig& c, const float* row, std::int64_t e
     float m = row[0];
     for (std::int64_t i = 1; i < e; ++i) m = std::max(m, row[i]);
     float sum = 0.0f;
-    for (std::int64_t i = 0; i < e; ++i) sum += std::exp(row[i] - m);
-    for (std::int64_t i = 0; i < e; ++i) p[i] = std::exp(row[i] - m) / sum;
+    for (std::int64_t i = 0; i < e; ++i) sum += portable_exp(row[i] - m);
+    for (std::int64_t i = 0; i < e; ++i) p[i] = portable_exp(row[i] - m) / sum;
   }
   std::vector<double> key(e);
   for (std::int64_t i = 0; i < e; ++i) key[i] = c.bias.empty() ? p[i] : static_cast<float>(p[i] + c.bias[i]);
