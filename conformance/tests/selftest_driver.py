@@ -151,7 +151,7 @@ class Driver:
                     and "--allow-unsafe" in p.stderr and p.stderr.count("epsuite: error") == 1,
                     "fabric-order on chaos without --allow-unsafe must exit 2 once", p)
         p = self.run(2, *check, "--fabric", "carrier-pigeon")
-        self.expect(p.returncode == 2 and "unknown fabric 'carrier-pigeon'; registered: shm" in p.stderr,
+        self.expect(p.returncode == 2 and "unknown fabric 'carrier-pigeon'; registered: auto, shm" in p.stderr,
                     "an unknown --fabric must exit 2 listing the registered ones", p)
         p = self.run(2, *check, "--chaos", "window=3")
         self.expect(p.returncode == 2 and "--chaos" in p.stderr and "seed" in p.stderr,

@@ -420,13 +420,16 @@ Status DirectTransport::begin_operation() {
   return Status();
 }
 
-// Frees the parity's signal state for reuse two operations later. Puts are only flushed, not awaited:
-// a peer may wait for them while this rank computes or sits in MPI; their completions are awaited when
-// this parity comes round again (begin_operation) or at teardown.
+// Frees the parity's signal state for reuse two operations later, after every put of this operation
+// completed (quiet). Handing the puts to the provider (flush) is not enough: providers with manual
+// progress (tcp;ofi_rxm) move a put's bytes only while its initiator drives progress, and after returning
+// this rank may compute or sit in MPI while a peer waits for them (found on the virtual cluster: a signal
+// stuck in a sender that had gone on to an MPI barrier). Every rank waits here or for its receives, both
+// of which drive progress, so the wait cannot deadlock.
 Status DirectTransport::finish_operation() {
   for (int s = 0; s < size_; ++s) signal_->retire(s, parity());
   ++operation_;
-  return fabric_->flush(Deadline(config_.timeout_seconds));
+  return fabric_->quiet(Deadline(config_.timeout_seconds));
 }
 
 void DirectTransport::unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const {

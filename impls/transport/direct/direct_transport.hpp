@@ -21,9 +21,10 @@
 //
 // Operations alternate two receive/signal buffer sets by parity; a rank starts operation n+1 only after
 // receiving everything of n, which its peers sent only after finishing n-1, so a parity's buffers are never
-// overwritten while in use. The send region and signal records alternate too: an operation only flushes
-// its puts (Fabric::flush) and waits for their local completions when its parity comes round again, two
-// operations later, by which time the peers have polled them through; teardown quiets and meets the peers.
+// overwritten while in use. The send region and signal records alternate too. An operation ends with a
+// quiet (Fabric::quiet: every put it issued is placed at its target), since on providers with manual
+// progress a put still queued at the sender would wait for a sender that has gone on to compute or to MPI;
+// teardown quiets and meets the peers.
 //
 // Declares: layouts ht-rank-major and ll (ordered); trees ht-rank, ht-two-level, ll-weighted; bf16, fp8;
 // cached dispatch; host memory; at most 64 ranks (the 6-bit source field of the immediates).
