@@ -125,17 +125,22 @@ Result<Routing> route_by_node(MPI_Comm comm, MPI_Comm node, const Deadline& dead
 }
 
 // The first candidate that opens on every rank. A rank whose candidate opened while a peer's failed drops
-// it again, so that all ranks move on to the next candidate together.
+// it again, so that all ranks move on to the next candidate together; a configuration error on any rank (a
+// bad --iface, exit code 2) ends the search on every rank.
 Result<std::unique_ptr<Fabric>> open_inter_node(const FabricConfig& config) {
+  constexpr int kInvalidArgumentExit = exit_code_of(StatusCode::kInvalidArgument);
   std::vector<std::string> reasons;
   for (std::string_view candidate : kInterNodeCandidates) {
     FabricConfig part = config;
     part.name = std::string(candidate);
     Result<std::unique_ptr<Fabric>> made = config.make_other(part);
-    if (made.status().code() == StatusCode::kInvalidArgument) return made.status();
     EPS_ASSIGN_OR_RETURN(const std::vector<int> codes,
                          mpi::allgather_int(made.status().exit_code(), config.comm,
                                             Deadline(config.timeout_seconds), "inter-node fabric results"));
+    if (std::find(codes.begin(), codes.end(), kInvalidArgumentExit) != codes.end()) {
+      if (!made.ok()) return made.status();
+      return invalid_argument("--fabric", "auto: {} was refused on another rank (see its error)", candidate);
+    }
     const bool everywhere = std::all_of(codes.begin(), codes.end(), [](int code) { return code == 0; });
     if (everywhere) return made;
     reasons.push_back(made.ok() ? fmt::format("{}: failed on another rank", candidate)
