@@ -21,16 +21,12 @@ void BenchCommand::bind(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember(bench::bench_ops().names()));
   params_->bind(app);
-  app.add_option("--tag", tags_,
-                 "User tag key=value stored under platform.tags of the results (repeatable; not part of the "
-                 "fingerprint)");
+  add_tag_option(app, tags_);
   app.footer(
-      "Prints an nccl-tests-style table per series (rank 0): one row per point with p50/p99 (max over ranks "
-      "per "
-      "iteration, MPI_Wtime), bytes and GB/s (docs/dispatch.md 5.6), the slowest rank and #wrong (with -c). "
-      "Flags of another op are refused. Exit codes (docs/errors.md 10): 0 ok, 1 -c found wrong results, 2 "
-      "bad "
-      "input, 3 environment.");
+      "Prints an nccl-tests-style table per series (rank 0): one row per point with p50/p99 (max over "
+      "ranks per iteration, MPI_Wtime), bytes and GB/s (docs/dispatch.md 5.6), the slowest rank and #wrong "
+      "(with -c). Flags of another op are refused. Exit codes (docs/errors.md 10): 0 ok, 1 -c found wrong "
+      "results, 2 bad input, 3 environment.");
 }
 
 int BenchCommand::run(const std::vector<std::string>& argv) {

@@ -1,11 +1,19 @@
 #include "harness/cli/command_start.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include "harness/platform/platform.hpp"
 #include "impls/fabric/fabric_registry.hpp"
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 
 namespace eps {
+
+void add_tag_option(CLI::App& app, std::vector<std::string>& tags) {
+  app.add_option("--tag", tags,
+                 "User tag KEY=VALUE stored under platform.tags of the results (repeatable; not part of the "
+                 "fingerprint)");
+}
 
 CommandStart start_command(Params& params, const std::vector<std::string>& tag_values) {
   fabric::load_fabric_libraries();  // before MPI_Init: fabric_registry.hpp says why

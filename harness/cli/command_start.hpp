@@ -11,6 +11,10 @@
 #include "impls/runtime/params.hpp"
 #include "reference/common/status.hpp"
 
+namespace CLI {
+class App;
+}
+
 namespace eps {
 
 struct CommandStart {
@@ -18,6 +22,9 @@ struct CommandStart {
   double timeout_seconds = 0;               // --timeout, or the default when the flags are bad
   std::map<std::string, std::string> tags;  // parsed --tag values (empty when status failed on them)
 };
+
+// The repeatable --tag KEY=VALUE option of the MPI subcommands, collected into `tags` for start_command.
+void add_tag_option(CLI::App& app, std::vector<std::string>& tags);
 
 // MPI initialization failures end the job (mpi::fatal, exit 3). `params` must define "timeout".
 CommandStart start_command(Params& params, const std::vector<std::string>& tag_values);

@@ -120,12 +120,10 @@ InfoCommand::InfoCommand() : params_(std::make_unique<Params>(info_param_specs()
 
 void InfoCommand::bind(CLI::App& app) {
   params_->bind(app);
-  app.add_option("--tag", tags_,
-                 "User tag key=value stored under platform.tags (repeatable; not part of the fingerprint)");
+  add_tag_option(app, tags_);
   app.footer(
       "Without --preset (flag or EPSUITE_PRESET) no preset is resolved. With it, the preset's shapes are "
-      "shown for "
-      "this rank count; a rank count the preset cannot use exits 2 with the reason.");
+      "shown for this rank count; a rank count the preset cannot use exits 2 with the reason.");
 }
 
 int InfoCommand::run() {

@@ -294,16 +294,12 @@ RunCommand::RunCommand() : params_(std::make_unique<Params>(run_param_specs())) 
 
 void RunCommand::bind(CLI::App& app) {
   params_->bind(app);
-  app.add_option("--tag", tags_,
-                 "User tag key=value stored under platform.tags of the results (repeatable; not part of the "
-                 "fingerprint)");
+  add_tag_option(app, tags_);
   app.footer(
-      "Runs platform discovery, the conformance suite, a checked bench sweep (dispatch, combine, roundtrip; "
-      "HT and "
-      "LL) of every selected transport, plots and report.md into --out, printing one line per step; the "
-      "details go "
-      "to --out/logs/ (--verbose prints them too). Exit codes (docs/errors.md 10): the largest of the steps' "
-      "codes.");
+      "Runs platform discovery, the conformance suite, a checked bench sweep (dispatch, combine, "
+      "roundtrip; HT and LL) of every selected transport, plots and report.md into --out, printing one line "
+      "per step; the details go to --out/logs/ (--verbose prints them too). Exit codes (docs/errors.md 10): "
+      "the largest of the steps' codes.");
 }
 
 int RunCommand::run(const std::vector<std::string>& argv) {

@@ -49,17 +49,6 @@ struct DispatchInput {
 // ---------------------------------------------------------------------------------------------------------
 // Reading the input.
 
-Status check_known_keys(const Json& object, const std::string& path, const std::vector<std::string>& known,
-                        std::string_view owner) {
-  for (const auto& [key, value] : object.items()) {
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      const std::string field = path.empty() ? key : path + "." + key;
-      return invalid_argument(field, "unknown field for {} (known: {})", owner, fmt::join(known, ", "));
-    }
-  }
-  return Status();
-}
-
 std::string item(const std::string& path, std::size_t i) { return fmt::format("{}[{}]", path, i); }
 
 Result<int> int_field(const JsonFields& f, std::string_view key, int lo, int hi,
@@ -158,7 +147,7 @@ Result<RankRouting> read_rank(const Json& value, int rank, const DispatchConfig&
   const std::string path = fmt::format("ranks[{}]", rank);
   const JsonFields f(value, path);
   EPS_RETURN_IF_ERROR(f.expect_object());
-  EPS_RETURN_IF_ERROR(check_known_keys(value, path, kRankKeys, "a rank"));
+  EPS_RETURN_IF_ERROR(JsonFields(value, path).only_known(kRankKeys, "a rank"));
   EPS_ASSIGN_OR_RETURN(const Json* idx,
                        array_member(f, "topk_idx", "an array of T_r rows of top_k expert ids"));
   EPS_ASSIGN_OR_RETURN(const Json* weights,
@@ -229,7 +218,7 @@ Result<std::optional<ExpertMap>> read_placement(const JsonFields& f, const Dispa
   EPS_ASSIGN_OR_RETURN(const Json* value, f.member("placement"));
   const JsonFields p(*value, "placement");
   EPS_RETURN_IF_ERROR(p.expect_object());
-  EPS_RETURN_IF_ERROR(check_known_keys(*value, "placement", kPlacementKeys, "the placement"));
+  EPS_RETURN_IF_ERROR(JsonFields(*value, "placement").only_known(kPlacementKeys, "the placement"));
   EPS_ASSIGN_OR_RETURN(const Json* phy2log_json, p.member("phy2log"));
   EPS_ASSIGN_OR_RETURN(const std::vector<int> phy2log,
                        int_array(*phy2log_json, p.field("phy2log"), "an expert id"));
@@ -242,7 +231,7 @@ Result<std::optional<ExpertMap>> read_placement(const JsonFields& f, const Dispa
 Result<DispatchInput> read_input(const Json& input) {
   const JsonFields f(input, "");
   EPS_RETURN_IF_ERROR(f.expect_object());
-  EPS_RETURN_IF_ERROR(check_known_keys(input, "", kInputKeys, "the dispatch input"));
+  EPS_RETURN_IF_ERROR(JsonFields(input, "").only_known(kInputKeys, "the dispatch input"));
   DispatchInput in;
   EPS_RETURN_IF_ERROR(read_shape(f, in.config));
   EPS_ASSIGN_OR_RETURN(in.routing, read_ranks(f, in.config));

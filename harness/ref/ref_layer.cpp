@@ -16,16 +16,6 @@ const std::vector<std::string> kInputKeys = {"seed",        "layer",          "h
                                              "num_samples", "router",         "mask_ratio",  "logits",
                                              "combine",     "num_ranks",      "expert_rank", "kernel"};
 
-Status check_known_keys(const Json& input) {
-  for (const auto& [key, value] : input.items()) {
-    if (std::find(kInputKeys.begin(), kInputKeys.end(), key) == kInputKeys.end()) {
-      return invalid_argument(key, "unknown field for the layer input (known: {})",
-                              fmt::join(kInputKeys, ", "));
-    }
-  }
-  return Status();
-}
-
 template <typename T>
 Result<T> narrow_integer(const JsonFields& f, std::string_view key, std::int64_t lo, std::int64_t hi,
                          std::optional<std::int64_t> fallback = std::nullopt) {
@@ -84,7 +74,7 @@ Status parse_combine(const JsonFields& f, MoeLayerConfig& c) {
 Result<MoeLayerConfig> parse_layer_config(const Json& input) {
   const JsonFields f(input, "");
   EPS_RETURN_IF_ERROR(f.expect_object());
-  EPS_RETURN_IF_ERROR(check_known_keys(input));
+  EPS_RETURN_IF_ERROR(JsonFields(input, "").only_known(kInputKeys, "the layer input"));
   MoeLayerConfig c;
   EPS_RETURN_IF_ERROR(parse_shapes(f, c));
   EPS_ASSIGN_OR_RETURN(const Json* router, f.member("router"));

@@ -21,17 +21,6 @@ const std::vector<std::string> kExpertChoiceSoftmaxKeys = {"type",  "k",     "sc
                                                            "k_min", "k_max", "sigma"};
 const std::vector<std::string> kInputKeys = {"router", "seq_len", "logits", "mask_ratio"};
 
-Status check_known_keys(const Json& object, const std::string& path, const std::vector<std::string>& known,
-                        std::string_view owner) {
-  for (const auto& [key, value] : object.items()) {
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      const std::string field = path.empty() ? key : path + "." + key;
-      return invalid_argument(field, "unknown field for {} (known: {})", owner, fmt::join(known, ", "));
-    }
-  }
-  return Status();
-}
-
 // A field that only some settings use must be absent otherwise.
 Status reject_unused(const JsonFields& fields, std::string_view key, std::string_view reason) {
   if (fields.has(key)) return invalid_argument(fields.field(key), "{}", reason);
@@ -147,11 +136,11 @@ Result<routing::RouterConfig> parse_router_json(const Json& router, std::int64_t
   const std::string owner = fmt::format("{} type {}", path, type);
   routing::RouterConfig config;
   if (type == "tc") {
-    EPS_RETURN_IF_ERROR(check_known_keys(router, path, kTokenChoiceKeys, owner));
+    EPS_RETURN_IF_ERROR(JsonFields(router, path).only_known(kTokenChoiceKeys, owner));
     EPS_ASSIGN_OR_RETURN(config, parse_token_choice(f, num_experts));
   } else {
-    EPS_RETURN_IF_ERROR(
-        check_known_keys(router, path, type == "ec" ? kExpertChoiceKeys : kExpertChoiceSoftmaxKeys, owner));
+    EPS_RETURN_IF_ERROR(JsonFields(router, path)
+                            .only_known(type == "ec" ? kExpertChoiceKeys : kExpertChoiceSoftmaxKeys, owner));
     EPS_ASSIGN_OR_RETURN(config, parse_expert_choice(f, type, num_experts));
   }
   EPS_RETURN_IF_ERROR(routing::validate_router(config, num_experts, path + "."));
@@ -185,7 +174,7 @@ Json routing_to_json(const routing::Routing& r) {
 Result<Json> run_ref_route(const Json& input) {
   const JsonFields fields(input, "");
   EPS_RETURN_IF_ERROR(fields.expect_object());
-  EPS_RETURN_IF_ERROR(check_known_keys(input, "", kInputKeys, "the route input"));
+  EPS_RETURN_IF_ERROR(JsonFields(input, "").only_known(kInputKeys, "the route input"));
   std::int64_t num_tokens = 0;
   std::int64_t num_experts = 0;
   EPS_ASSIGN_OR_RETURN(const std::vector<float> logits, parse_logits(fields, num_tokens, num_experts));

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -69,6 +70,15 @@ Status JsonFields::expect_object() const {
   if (!object_.is_object()) {
     return invalid_argument(path_.empty() ? "input" : path_, "expected a JSON object, got {}",
                             type_name(object_));
+  }
+  return Status();
+}
+
+Status JsonFields::only_known(const std::vector<std::string>& known, std::string_view owner) const {
+  for (const auto& [key, value] : object_.items()) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      return invalid_argument(field(key), "unknown field for {} (known: {})", owner, fmt::join(known, ", "));
+    }
   }
   return Status();
 }

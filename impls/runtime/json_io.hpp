@@ -30,6 +30,8 @@ class JsonFields {
 
   // The object itself must be a JSON object.
   Status expect_object() const;
+  // Every member must be one of `known`: "path.key: unknown field for <owner> (known: a, b, ...)".
+  Status only_known(const std::vector<std::string>& known, std::string_view owner) const;
   bool has(std::string_view key) const;
   std::string field(std::string_view key) const;  // "path.key"
 

@@ -145,20 +145,6 @@ Result<SelectedProvider> select_provider(const ProviderSpec& spec) {
                                                       label(spec), spec.prov_name, fi.strerror(-first_rc)));
 }
 
-bool is_loopback(const void* addr, std::size_t addrlen, std::uint32_t addr_format) {
-  if (addr_format == FI_SOCKADDR_IN && addrlen >= sizeof(sockaddr_in)) {
-    sockaddr_in in{};
-    std::memcpy(&in, addr, sizeof(in));
-    return in.sin_family == AF_INET && (ntohl(in.sin_addr.s_addr) >> 24) == 127;
-  }
-  if (addr_format == FI_SOCKADDR_IN6 && addrlen >= sizeof(sockaddr_in6)) {
-    sockaddr_in6 in6{};
-    std::memcpy(&in6, addr, sizeof(in6));
-    return in6.sin6_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&in6.sin6_addr);
-  }
-  return false;
-}
-
 Result<std::string> interface_ipv4(const std::string& iface) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) {

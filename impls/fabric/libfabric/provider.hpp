@@ -77,8 +77,6 @@ struct SelectedProvider {
 // kEnvironment "libfabric:shm: libfabric.so.1 cannot be loaded: <dlerror>" where it cannot.
 Result<SelectedProvider> select_provider(const ProviderSpec& spec);
 
-// True for an IPv4 127.0.0.0/8 or IPv6 ::1 socket address; false for anything else (other formats too).
-bool is_loopback(const void* addr, std::size_t addrlen, std::uint32_t addr_format);
 // The IPv4 address of network interface `iface` ("lo" -> "127.0.0.1"); kInvalidArgument naming --iface and
 // the interfaces that exist when it has none.
 Result<std::string> interface_ipv4(const std::string& iface);

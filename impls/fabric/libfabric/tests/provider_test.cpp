@@ -91,24 +91,37 @@ TEST(Ordering, NeedsWawOnBothSidesForWholePuts) {
   EXPECT_FALSE(waw_ordered(*ordered_info(waw, waw, 0), kPut));
 }
 
-TEST(Loopback, AcceptsOnlyLoopbackSocketAddresses) {
+// The endpoint check of a bound interface (docs/fabrics.md 6.4): the address must be exactly the interface's.
+TEST(BoundAddress, AcceptsOnlyTheInterfaceAddress) {
   sockaddr_in in{};
   in.sin_family = AF_INET;
   in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_TRUE(is_loopback(&in, sizeof(in), FI_SOCKADDR_IN));
-  in.sin_addr.s_addr = htonl(0x7f010203);  // 127.1.2.3: still 127/8
-  EXPECT_TRUE(is_loopback(&in, sizeof(in), FI_SOCKADDR_IN));
-  in.sin_addr.s_addr = htonl(INADDR_ANY);  // the wildcard is not loopback
-  EXPECT_FALSE(is_loopback(&in, sizeof(in), FI_SOCKADDR_IN));
+  EXPECT_TRUE(address_is(&in, sizeof(in), FI_SOCKADDR_IN, "127.0.0.1"));
+  in.sin_addr.s_addr = htonl(0x7f010203);  // 127.1.2.3: loopback, but not the interface's address
+  EXPECT_FALSE(address_is(&in, sizeof(in), FI_SOCKADDR_IN, "127.0.0.1"));
+  EXPECT_TRUE(address_is(&in, sizeof(in), FI_SOCKADDR_IN, "127.1.2.3"));
+  in.sin_addr.s_addr = htonl(INADDR_ANY);  // the wildcard is no interface's address
+  EXPECT_FALSE(address_is(&in, sizeof(in), FI_SOCKADDR_IN, "127.0.0.1"));
   in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_FALSE(is_loopback(&in, sizeof(in) - 1, FI_SOCKADDR_IN));  // truncated
-  EXPECT_FALSE(is_loopback(&in, sizeof(in), FI_ADDR_STR));         // not a socket address format
+  EXPECT_FALSE(address_is(&in, sizeof(in) - 1, FI_SOCKADDR_IN, "127.0.0.1"));  // truncated
+  EXPECT_FALSE(address_is(&in, sizeof(in), FI_ADDR_STR, "127.0.0.1"));         // not a socket address format
+  EXPECT_FALSE(address_is(&in, sizeof(in), FI_SOCKADDR_IN, "not-an-address"));
   sockaddr_in6 in6{};
   in6.sin6_family = AF_INET6;
   in6.sin6_addr = in6addr_loopback;
-  EXPECT_TRUE(is_loopback(&in6, sizeof(in6), FI_SOCKADDR_IN6));
-  in6.sin6_addr = in6addr_any;
-  EXPECT_FALSE(is_loopback(&in6, sizeof(in6), FI_SOCKADDR_IN6));
+  EXPECT_FALSE(address_is(&in6, sizeof(in6), FI_SOCKADDR_IN6, "127.0.0.1"));  // interfaces bind IPv4
+}
+
+TEST(BoundAddress, InterfaceAddressOrANamedError) {
+  Result<std::string> lo = interface_ipv4("lo");
+  ASSERT_TRUE(lo.ok()) << lo.status().message();
+  EXPECT_EQ(*lo, "127.0.0.1");
+  Result<std::string> missing = interface_ipv4("no-such-if0");
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(missing.status().message().starts_with("--iface: no IPv4 address on interface 'no-such-if0'"))
+      << missing.status().message();
+  EXPECT_NE(missing.status().message().find("lo"), std::string::npos)
+      << "the interfaces that exist are listed";
 }
 
 TEST(Describe, NamesProviderOrderingAndLimits) {
