@@ -1,10 +1,13 @@
-# Accelerator toolchains (docs/architecture.md "Platform facts"): CUDA and HIP code compiles in CI even though
-# it cannot run there. EPSUITE_WITH_{CUDA,HIP}=AUTO turns each on when its toolchain is found and can
-# compile a kernel; ON makes a missing or broken toolchain a configure error; OFF skips it.
+# Accelerator toolchains (docs/architecture.md "Platform facts"): the GPU device plugins
+# (impls/device/gpu/, libeps_device_cuda.so and libeps_device_hip.so) compile in CI even though they cannot
+# run there. EPSUITE_WITH_{CUDA,HIP}=AUTO turns each on when its toolchain is found and can compile a kernel;
+# ON makes a missing or broken toolchain a configure error; OFF skips it. epsuite itself never links a GPU
+# runtime: it loads the plugins at run time.
 #
-# Results: EPS_HAVE_CUDA (CUDA language enabled, CUDA::cudart available, sm_90, EPS_CUDA_FLAGS) and
+# Results: EPS_HAVE_CUDA (CUDA language enabled, CUDA::cudart_static available, sm_90, EPS_CUDA_FLAGS) and
 # EPS_HAVE_HIP (EPS_HIPCC, EPS_HIP_FLAGS, hip::host available). Both flag sets turn FMA contraction off:
-# the device libraries compile the reference's EPS_HD bodies (docs/numerics.md 1.4).
+# the plugins compile the kernel bodies and the references' EPS_HD functions (docs/numerics.md 1.4,
+# docs/devices.md "No implicit FMA").
 include(CheckLanguage)
 
 # Reports a toolchain that is not usable: a configure error under ON, a STATUS line under AUTO.
@@ -38,18 +41,20 @@ if(NOT EPSUITE_WITH_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit QUIET)
-    if(TARGET CUDA::cudart)
+    # The plugin links the static runtime, so that it needs only the driver where it runs.
+    if(TARGET CUDA::cudart_static)
       set(EPS_HAVE_CUDA ON)
     else()
-      eps_accelerator_unavailable(EPSUITE_WITH_CUDA "nvcc was found but not the CUDA runtime (CUDA::cudart)")
+      eps_accelerator_unavailable(EPSUITE_WITH_CUDA
+        "nvcc was found but not the static CUDA runtime (CUDA::cudart_static)")
     endif()
   endif()
 endif()
-message(STATUS "epsuite: CUDA device library ${EPS_HAVE_CUDA}")
+message(STATUS "epsuite: CUDA device plugin ${EPS_HAVE_CUDA}")
 
 # ---- HIP: hipcc invoked directly. CMake's HIP language cannot be used with Debian's ROCm packaging:
 # CMake 3.25 looks for <rocm>/lib/cmake/hip-lang, Debian installs it under lib/<multiarch>/cmake.
-set(EPS_HIP_ARCHITECTURES gfx90a CACHE STRING "AMD GPU architectures of the HIP device library")
+set(EPS_HIP_ARCHITECTURES gfx90a CACHE STRING "AMD GPU architectures of the HIP device plugin")
 set(EPS_HAVE_HIP OFF)
 if(NOT EPSUITE_WITH_HIP STREQUAL "OFF")
   find_program(EPS_HIPCC hipcc)
@@ -91,4 +96,4 @@ if(NOT EPSUITE_WITH_HIP STREQUAL "OFF")
     endif()
   endif()
 endif()
-message(STATUS "epsuite: HIP device library ${EPS_HAVE_HIP} (${EPS_HIP_ARCHITECTURES})")
+message(STATUS "epsuite: HIP device plugin ${EPS_HAVE_HIP} (${EPS_HIP_ARCHITECTURES})")

@@ -3,7 +3,7 @@
 # missing library a configure error, OFF skips it. hwloc is used whenever it is found.
 #
 # libfabric and libibverbs are never linked: epsuite loads them at run time with dlopen
-# (impls/fabric/dynamic_library.hpp says why), so their targets carry only the headers.
+# (impls/runtime/dynamic_library.hpp says why), so their targets carry only the headers.
 #
 # Results: EPS_HAVE_LIBFABRIC + eps_libfabric_headers, EPS_HAVE_VERBS + eps_verbs_headers, EPS_HAVE_HWLOC +
 # PkgConfig::EPS_HWLOC; link `eps_fabric_libs` to get the found ones with the matching EPS_HAVE_* compile

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "impls/device/device_registry.hpp"
 #include "impls/fabric/fabric_registry.hpp"
+#include "impls/problem/device_mirror.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/testing/mpi_gtest.hpp"
 #include "reference/common/version.hpp"
@@ -19,6 +21,9 @@ struct Selection {
   fabric::FabricSelection fabric;
   bool fabric_named = false;
   std::map<std::string, Status> availability;
+  std::unique_ptr<device::Device> device;
+  Status device_status = Status(StatusCode::kUnavailable, "no device opened yet");
+  bool device_named = false;
 };
 
 Selection& selection() {
@@ -45,6 +50,8 @@ std::string cell(const std::string& name, transport::Layout layout, transport::C
 
 transport::TransportConfig preflight_config(double timeout_seconds) {
   transport::TransportConfig config;
+  config.device = selection().device.get();
+  config.memory = config.device != nullptr ? transport::MemoryKind::kDevice : transport::MemoryKind::kHost;
   config.num_experts = 2 * mpi::size();
   config.top_k = 2;
   config.hidden = 128;
@@ -73,6 +80,26 @@ void set_fabric_selection(fabric::FabricSelection s, bool named) {
   selection().fabric_named = named;
 }
 
+Result<device::Device*> selected_device() {
+  if (selection().device == nullptr) return selection().device_status;
+  return selection().device.get();
+}
+bool device_named() { return selection().device_named; }
+
+Status open_device(const std::string& spec, bool named, double timeout_seconds) {
+  selection().device_named = named;
+  EPS_ASSIGN_OR_RETURN(int local_rank, problem::node_local_rank(MPI_COMM_WORLD, timeout_seconds));
+  Result<std::unique_ptr<device::Device>> opened = device::make_device(spec, local_rank);
+  if (!opened.ok()) {
+    if (opened.status().code() != StatusCode::kUnavailable) return opened.status();
+    selection().device_status = opened.status();
+    return Status();
+  }
+  selection().device = std::move(opened).value();
+  selection().device_status = Status();
+  return Status();
+}
+
 const Status& transport_availability(const std::string& name) {
   static const Status kNotChecked;
   const auto& availability = selection().availability;
@@ -83,6 +110,10 @@ const Status& transport_availability(const std::string& name) {
 Status preflight_transports(double timeout_seconds) {
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(fabric_selection()));
   for (const std::string& name : selected_transports()) {
+    if (!selection().device_status.ok()) {  // no device, no transport on it
+      selection().availability[name] = selection().device_status;
+      continue;
+    }
     Result<std::unique_ptr<transport::Transport>> made =
         transport::make_transport(name, preflight_config(timeout_seconds), fabric_selection());
     if (!made.ok() && made.status().code() != StatusCode::kUnavailable) {
@@ -116,8 +147,8 @@ std::string capability_table() {
 }
 
 SuiteCommand::SuiteCommand()
-    : params_(Params::from_catalog(
-          {"strict", "timeout", "transport", "fabric", "signal", "chaos", "allow-unsafe", "iface"})) {}
+    : params_(Params::from_catalog({"strict", "timeout", "transport", "device", "fabric", "signal", "chaos",
+                                    "allow-unsafe", "iface"})) {}
 
 void SuiteCommand::bind(CLI::App& app) {
   params_->bind(app);
@@ -159,8 +190,14 @@ int SuiteCommand::run(CLI::App& app) {
   set_selected_transports(std::move(transports).value(), params_->string("transport") != "all");
   set_fabric_selection(fabric::fabric_selection_from(*params_),
                        params_->source("fabric") != ParamSource::kDefault);
-  mpi::root_print("# epsuite {} (git {}) conformance suite on {} ranks\n{}#\n", kSuiteVersion, kGitSha,
-                  mpi::size(), params_->header_block());
+  const Status opened =
+      open_device(params_->string("device"), params_->source("device") != ParamSource::kDefault, timeout);
+  agreed = mpi::agree_exit_code(opened, Deadline(timeout));
+  if (agreed != 0) return mpi::finalize(agreed, Deadline(timeout));
+  const Result<device::Device*> device = selected_device();
+  mpi::root_print("# epsuite {} (git {}) conformance suite on {} ranks\n{}# device (rank 0): {}\n#\n",
+                  kSuiteVersion, kGitSha, mpi::size(), params_->header_block(),
+                  device.ok() ? (*device)->describe() : "unavailable: " + device.status().message());
   const Status usable = preflight_transports(timeout);
   agreed = mpi::agree_exit_code(usable, Deadline(timeout));
   if (agreed != 0) return mpi::finalize(agreed, Deadline(timeout));

@@ -1,10 +1,12 @@
 // The conformance suite as a command: what `epsuite check` and the ctest conformance executables run.
 //
-// Selection. --transport picks the transports the transport suites instantiate cases for ('all' = every
-// registered one); --fabric, --signal, --chaos and --allow-unsafe form the FabricSelection that fabric-based
-// transports are created with (impls/fabric/fabric_selection.hpp). A transport or fabric named on the command
-// line is *selected*: under --strict its unavailability fails the run; one reached through 'all' or a default
-// is only reported (docs/errors.md 10.1).
+// Selection. --device picks where the transports' buffers live and their data path runs (docs/devices.md);
+// every case runs on it through host mirrors (impls/problem/device_mirror.hpp). --transport picks the
+// transports the transport suites instantiate cases for ('all' = every registered one); --fabric, --signal,
+// --chaos and --allow-unsafe form the FabricSelection that fabric-based transports are created with
+// (impls/fabric/fabric_selection.hpp). A transport or fabric named on the command line is *selected*: under
+// --strict its unavailability fails the run; one reached through 'all' or a default is only reported
+// (docs/errors.md 10.1).
 //
 // Preflight (collective, before any test): the selection is validated without creating anything (bad input
 // exits 2), then every selected transport is created once at a small shape. A transport whose fabric is
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "impls/device/device.hpp"
 #include "impls/fabric/fabric_selection.hpp"
 #include "impls/runtime/params.hpp"
 #include "impls/transport/registry.hpp"
@@ -40,6 +43,13 @@ const fabric::FabricSelection& fabric_selection();
 // Whether --fabric (or its environment twin) was given rather than defaulted.
 bool fabric_named();
 void set_fabric_selection(fabric::FabricSelection selection, bool named);
+
+// The device of this run (--device), opened by SuiteCommand::run: the device, or why it is unavailable.
+Result<device::Device*> selected_device();
+// Whether --device was given rather than defaulted.
+bool device_named();
+// Opens the device `spec` names for this rank (collective: the node-local rank picks the GPU).
+Status open_device(const std::string& spec, bool named, double timeout_seconds);
 
 // The preflight outcome of a selected transport: its creation status at a small shape (ok, kUnavailable).
 const Status& transport_availability(const std::string& name);

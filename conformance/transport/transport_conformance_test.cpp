@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "conformance/suite.hpp"
+#include "impls/problem/device_mirror.hpp"
 #include "impls/problem/transport_problem.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/testing/mpi_gtest.hpp"
@@ -112,15 +113,23 @@ std::vector<Case> cases(bool every_workload) {
   return out;
 }
 
-// With the run's fabric selection (fabric transports read it; the others ignore it).
+// With the run's fabric selection (fabric transports read it; the others ignore it), on the run's device: the
+// transport takes device memory, which the mirror fills from and copies back to the suite's host buffers.
 Result<std::unique_ptr<transport::Transport>> make(const std::string& name, const ProblemShape& shape) {
-  return transport::make_transport(name, transport_config(shape, mpitest::timeout_seconds()),
-                                   fabric_selection());
+  EPS_ASSIGN_OR_RETURN(device::Device * device, selected_device());
+  transport::TransportConfig config = transport_config(shape, mpitest::timeout_seconds());
+  config.device = device;
+  config.memory = transport::MemoryKind::kDevice;
+  EPS_ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> made,
+                       transport::make_transport(name, config, fabric_selection()));
+  return problem::mirror_through_device(std::move(made), *device);
 }
 
-// The user asked for this transport or its fabric by name: --strict turns its unavailability into a failure.
+// The user asked for this transport, its fabric or the device by name: --strict turns its unavailability into
+// a failure.
 bool selected_by_name(const std::string& name) {
-  return transport_named(name) || (transport::transport_registry().find(name)->uses_fabric && fabric_named());
+  return transport_named(name) || device_named() ||
+         (transport::transport_registry().find(name)->uses_fabric && fabric_named());
 }
 
 // A transport whose fabric is absent here (kUnavailable at creation) is skipped with the reason; a timeout or

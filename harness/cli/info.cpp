@@ -34,7 +34,8 @@ std::string node_block(const Platform& p) {
           : fmt::format("#  {:<16} {}\n", "topology", n.topology_note);
   if (!t.io_devices.empty())
     out += fmt::format("#  {:<16} {}\n", "io devices", fmt::join(t.io_devices, ", "));
-  out += fmt::format("#  {:<16} {}\n", "gpus", list_or_note(n.gpus, n.gpu_note));
+  for (const std::string& line : gpu_lines(n)) out += fmt::format("#  {:<16} {}\n", "gpus", line);
+  out += fmt::format("#  {:<16} {}\n", "gpudirect", n.gpudirect);
   out += fmt::format("#  {:<16} {}\n", "verbs devices", list_or_note(n.verbs_devices, n.verbs_note));
   if (n.fabric_providers.empty()) out += fmt::format("#  {:<16} {}\n", "libfabric", n.fabric_note);
   for (const FabricProvider& f : n.fabric_providers) {

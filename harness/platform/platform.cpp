@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace eps {
 
@@ -39,6 +40,32 @@ Json providers_json(const std::vector<FabricProvider>& providers, bool with_doma
     out.push_back(std::move(j));
   }
   return out;
+}
+
+Json gpu_device_json(const GpuDevice& g) {
+  return Json{{"backend", g.backend},
+              {"ordinal", g.ordinal},
+              {"name", g.name},
+              {"architecture", g.architecture},
+              {"memory_bytes", g.memory_bytes},
+              {"pci_bus_id", g.pci_bus_id},
+              {"numa_nodes", g.numa_nodes},
+              {"nearest_nic", g.nearest_nic},
+              {"nic_relation", g.nic_relation},
+              {"gpudirect", {{"possible", g.gpudirect.possible}, {"detail", g.gpudirect.detail}}},
+              {"note", g.note}};
+}
+
+Json gpu_devices_json(const std::vector<GpuDevice>& gpus) {
+  Json out = Json::array();
+  for (const GpuDevice& g : gpus) out.push_back(gpu_device_json(g));
+  return out;
+}
+
+// "NIC mlx5_0: same PCIe switch", "no NIC", or nothing when the GPU could not be placed at all.
+std::string nic_text(const GpuDevice& g) {
+  if (!g.nearest_nic.empty()) return fmt::format("nearest NIC {}: {}", g.nearest_nic, g.nic_relation);
+  return g.numa_nodes.empty() ? "" : "no NIC";
 }
 
 Json identity(const Platform& p) {
@@ -96,12 +123,35 @@ Json platform_to_json(const Platform& platform) {
               {"topology_note", n.topology_note},
               {"gpus", n.gpus},
               {"gpu_note", n.gpu_note},
+              {"gpu_devices", gpu_devices_json(n.gpu_devices)},
+              {"gpudirect", n.gpudirect},
               {"verbs_devices", n.verbs_devices},
               {"verbs_note", n.verbs_note},
               {"fabric_providers", providers_json(n.fabric_providers, true)},
               {"fabric_note", n.fabric_note},
               {"tags", platform.tags},
               {"fingerprint", platform_fingerprint(platform)}};
+}
+
+std::string describe_gpu(const GpuDevice& gpu) {
+  std::vector<std::string> facts;
+  if (!gpu.architecture.empty()) facts.push_back(gpu.architecture);
+  // Rounded: an "80 GB" part reports a little less than 80 GiB.
+  if (gpu.memory_bytes > 0) facts.push_back(fmt::format("{} GiB", (gpu.memory_bytes + (1ULL << 29)) >> 30));
+  if (!gpu.pci_bus_id.empty()) facts.push_back("PCI " + gpu.pci_bus_id);
+  if (!gpu.numa_nodes.empty()) facts.push_back(fmt::format("NUMA {}", fmt::join(gpu.numa_nodes, ",")));
+  if (std::string nic = nic_text(gpu); !nic.empty()) facts.push_back(std::move(nic));
+  if (!gpu.note.empty()) facts.push_back(gpu.note);
+  std::string text = fmt::format("{} {}: {}", gpu.backend, gpu.ordinal, gpu.name);
+  return facts.empty() ? text : fmt::format("{} ({})", text, fmt::join(facts, ", "));
+}
+
+std::vector<std::string> gpu_lines(const NodePlatform& node) {
+  if (node.gpu_devices.empty())
+    return {node.gpus.empty() ? node.gpu_note : fmt::format("{}", fmt::join(node.gpus, ", "))};
+  std::vector<std::string> lines;
+  for (const GpuDevice& gpu : node.gpu_devices) lines.push_back(describe_gpu(gpu));
+  return lines;
 }
 
 Result<std::map<std::string, std::string>> parse_tags(const std::vector<std::string>& tags) {

@@ -8,7 +8,10 @@
 // ordering). Excluded: host names, libfabric domain names (interfaces), the notes that explain an empty
 // list, user tags and the fingerprint itself. So two runs on different but identical nodes share a
 // fingerprint, whatever they were tagged; a different device, NIC, provider, library version or rank
-// count changes it (docs/results.md 9.2 compares only equal fingerprints).
+// count changes it (docs/results.md 9.2 compares only equal fingerprints). The GPU records (`gpu_devices`:
+// placement, nearest NIC, GPUDirect) and the node's `gpudirect` line are not in the fingerprint either: the
+// GPUs enter it through `gpus` ("cuda 0: NAME") alone, so a loaded kernel module or a re-cabled NIC does
+// not make results incomparable.
 //
 // Tags (`--tag key=value`, repeatable): key is 1-64 characters of [A-Za-z0-9_.-], value 1-256 printable
 // characters; a repeated key is an error. Stored under platform.tags for plots and reports.
@@ -54,14 +57,39 @@ struct FabricProvider {
   std::vector<std::string> domains;    // e.g. "eth0", "lo" (not in the fingerprint)
 };
 
+// Whether an RDMA NIC can register a GPU's memory here (GPUDirect RDMA): `detail` names the way
+// ("nvidia_peermem loaded", "dma-buf (...)") or, when not possible, why.
+struct GpuDirect {
+  bool possible = false;
+  std::string detail;
+};
+
+// One GPU as the device registry reports it (what `--device` can open), placed in the node's hwloc
+// topology relative to its NICs.
+struct GpuDevice {
+  std::string backend;  // "cuda", "hip"
+  int ordinal = 0;
+  std::string name;          // "NVIDIA H100 80GB HBM3"; "unknown" when the backend cannot say
+  std::string architecture;  // "sm_90", "gfx90a"
+  std::uint64_t memory_bytes = 0;
+  std::string pci_bus_id;       // "0000:1b:00.0"
+  std::vector<int> numa_nodes;  // OS indices of the NUMA node(s) its PCI path attaches to; empty: unknown
+  std::string nearest_nic;      // "mlx5_0" (an RDMA NIC when there is one, else a network device); "" none
+  std::string nic_relation;     // "same PCIe switch", "same host bridge", "same NUMA node", "cross-NUMA"
+  GpuDirect gpudirect;          // for its backend on this node, RDMA NIC included
+  std::string note;             // what could not be found out and why ("" when nothing)
+};
+
 // What the node probe finds; `*_note` says why a list is empty ("" when not empty).
 struct NodePlatform {
   std::string cpu_model;
   std::uint64_t memory_bytes = 0;
   NodeTopology topology;
   std::string topology_note;
-  std::vector<std::string> gpus;  // "cuda 0: NVIDIA H100 ..." / "hip 0: ..."
-  std::string gpu_note;
+  std::vector<std::string> gpus;       // "cuda 0: NVIDIA H100 ..." / "hip 0: ..."
+  std::string gpu_note;                // "none: cuda: <why>; hip: <why>"
+  std::vector<GpuDevice> gpu_devices;  // the same GPUs in detail (not in the fingerprint)
+  std::string gpudirect;               // the node's GPUDirect RDMA line (not in the fingerprint)
   std::vector<std::string> verbs_devices;
   std::string verbs_note;
   std::vector<FabricProvider> fabric_providers;
@@ -82,9 +110,17 @@ struct Platform {
 std::uint64_t fnv1a64(std::string_view text);
 std::string platform_fingerprint(const Platform& platform);
 // {"hostnames", "ranks": [{"rank", "host", "device", "nic"}], "provider", "libraries", "cpu_model",
-//  "memory_bytes", "topology", "gpus", "verbs_devices", "fabric_providers", the notes, "tags",
-//  "fingerprint"}; libraries holds Platform::libraries and NodePlatform::libraries.
+//  "memory_bytes", "topology", "gpus", "gpu_devices", "gpudirect", "verbs_devices", "fabric_providers",
+//  the notes, "tags", "fingerprint"}; libraries holds Platform::libraries and NodePlatform::libraries.
+// Each of "gpu_devices" is {"backend", "ordinal", "name", "architecture", "memory_bytes", "pci_bus_id",
+// "numa_nodes", "nearest_nic", "nic_relation", "gpudirect": {"possible", "detail"}, "note"}.
 Json platform_to_json(const Platform& platform);
+
+// One GPU for `epsuite info`: "cuda 0: NAME (sm_90, 80 GiB, PCI 0000:1b:00.0, NUMA 0, nearest NIC mlx5_0:
+// same PCIe switch)"; what is unknown is left out, "no NIC" when placed without one, the note last.
+std::string describe_gpu(const GpuDevice& gpu);
+// The text after `gpus` in `epsuite info`: one describe_gpu line per GPU, or the one gpu_note line.
+std::vector<std::string> gpu_lines(const NodePlatform& node);
 
 // Parses `--tag` values ("gpu=H100") into a map; kInvalidArgument naming the tag otherwise.
 Result<std::map<std::string, std::string>> parse_tags(const std::vector<std::string>& tags);

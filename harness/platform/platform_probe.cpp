@@ -1,19 +1,20 @@
 #include "harness/platform/platform_probe.hpp"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <system_error>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
-
-#include "reference/common/version.hpp"
 
 #if defined(EPS_HAVE_HWLOC)
 #include <hwloc.h>
@@ -27,6 +28,10 @@
 
 namespace eps {
 namespace {
+
+void add_note(GpuDevice& gpu, const std::string& note) {
+  gpu.note = gpu.note.empty() ? note : fmt::format("{}; {}", gpu.note, note);
+}
 
 std::string cpuinfo_model() {
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -73,20 +78,45 @@ const char* osdev_kind(hwloc_obj_osdev_type_t type) {
   }
 }
 
-void probe_hwloc(NodePlatform& node) {
-  node.libraries["hwloc_api"] = version_text(hwloc_get_api_version());
-  hwloc_topology_t topology;
-  if (hwloc_topology_init(&topology) != 0) {
-    node.topology_note = fmt::format("hwloc_topology_init failed: {}", std::strerror(errno));
-    return;
+// An hwloc topology with the I/O objects epsuite looks at (bridges and PCI devices kept when they lead to
+// something important, OS devices), destroyed with its owner.
+class HwlocTopology {
+ public:
+  HwlocTopology() = default;
+  HwlocTopology(const HwlocTopology&) = delete;
+  HwlocTopology& operator=(const HwlocTopology&) = delete;
+  ~HwlocTopology() {
+    if (topology_) hwloc_topology_destroy(topology_);
   }
-  hwloc_topology_set_io_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (hwloc_topology_load(topology) != 0) {
-    node.topology_note = fmt::format("hwloc_topology_load failed: {}", std::strerror(errno));
-    hwloc_topology_destroy(topology);
-    return;
+
+  // This node's topology, or the XML document `xml` when it is not null.
+  Status load(const std::string* xml) {
+    if (hwloc_topology_init(&topology_) != 0) {
+      topology_ = nullptr;
+      return Status(StatusCode::kEnvironment,
+                    fmt::format("hwloc_topology_init failed: {}", std::strerror(errno)));
+    }
+    hwloc_topology_set_io_types_filter(topology_, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    // The length given to hwloc counts the terminating NUL, as hwloc_topology_export_xmlbuffer's does.
+    if (xml &&
+        hwloc_topology_set_xmlbuffer(topology_, xml->c_str(), static_cast<int>(xml->size() + 1)) != 0) {
+      return invalid_argument("hwloc XML topology", "hwloc_topology_set_xmlbuffer failed: {}",
+                              std::strerror(errno));
+    }
+    if (hwloc_topology_load(topology_) != 0) {
+      const std::string why = fmt::format("hwloc_topology_load failed: {}", std::strerror(errno));
+      return xml ? invalid_argument("hwloc XML topology", "{}", why) : Status(StatusCode::kEnvironment, why);
+    }
+    return Status();
   }
-  NodeTopology& t = node.topology;
+
+  hwloc_topology_t get() const { return topology_; }
+
+ private:
+  hwloc_topology_t topology_ = nullptr;
+};
+
+void count_objects(hwloc_topology_t topology, NodeTopology& t) {
   t.packages = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_PACKAGE);
   t.numa_nodes = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_NUMANODE);
   t.cores = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_CORE);
@@ -98,8 +128,131 @@ void probe_hwloc(NodePlatform& node) {
     if (kind && dev->name) t.io_devices.push_back(fmt::format("{} ({})", dev->name, kind));
   }
   std::sort(t.io_devices.begin(), t.io_devices.end());
-  node.cpu_model = hwloc_cpu_model(topology);
-  hwloc_topology_destroy(topology);
+}
+
+// A NIC a GPU may talk through: the PCI device of an OS device of type openfabrics (RDMA) or network,
+// named after its RDMA device when it has one ("mlx5_0" rather than "ib0").
+struct NicCandidate {
+  hwloc_obj_t pci = nullptr;
+  std::string name;
+  bool rdma = false;
+};
+
+hwloc_obj_t pci_device_above(hwloc_obj_t obj) {
+  while (obj && obj->type != HWLOC_OBJ_PCI_DEVICE) obj = obj->parent;
+  return obj;
+}
+
+void name_candidate(NicCandidate& nic, const std::string& name, bool rdma) {
+  const bool better_kind = rdma && !nic.rdma;
+  const bool same_kind_smaller_name = rdma == nic.rdma && (nic.name.empty() || name < nic.name);
+  if (better_kind || same_kind_smaller_name) {
+    nic.name = name;
+    nic.rdma = rdma;
+  }
+}
+
+// The RDMA NICs when there is one (GPUDirect needs one), else the network devices; each PCI device once.
+std::vector<NicCandidate> nic_candidates(hwloc_topology_t topology) {
+  std::vector<NicCandidate> all;
+  for (hwloc_obj_t dev = hwloc_get_next_osdev(topology, nullptr); dev;
+       dev = hwloc_get_next_osdev(topology, dev)) {
+    const hwloc_obj_osdev_type_t type = dev->attr->osdev.type;
+    if (type != HWLOC_OBJ_OSDEV_OPENFABRICS && type != HWLOC_OBJ_OSDEV_NETWORK) continue;
+    hwloc_obj_t pci = pci_device_above(dev);
+    if (!pci || !dev->name) continue;
+    auto it = std::find_if(all.begin(), all.end(), [pci](const NicCandidate& c) { return c.pci == pci; });
+    if (it == all.end()) it = all.insert(all.end(), NicCandidate{pci, "", false});
+    name_candidate(*it, dev->name, type == HWLOC_OBJ_OSDEV_OPENFABRICS);
+  }
+  const bool any_rdma = std::any_of(all.begin(), all.end(), [](const NicCandidate& c) { return c.rdma; });
+  if (any_rdma) std::erase_if(all, [](const NicCandidate& c) { return !c.rdma; });
+  return all;
+}
+
+// hwloc_get_common_ancestor_obj compares depths, which I/O objects do not have; this walks parents.
+hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b) {
+  for (hwloc_obj_t x = a; x; x = x->parent) {
+    for (hwloc_obj_t y = b; y; y = y->parent) {
+      if (x == y) return x;
+    }
+  }
+  return nullptr;
+}
+
+PcieJoin join_at(hwloc_obj_t common) {
+  if (common && common->type == HWLOC_OBJ_PCI_DEVICE) return PcieJoin::kPciBridge;  // functions of one device
+  if (!common || common->type != HWLOC_OBJ_BRIDGE) return PcieJoin::kCpuSide;
+  return common->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST ? PcieJoin::kHostBridge
+                                                                     : PcieJoin::kPciBridge;
+}
+
+// The NUMA nodes an I/O object is local to: those of its first ancestor outside the I/O tree.
+hwloc_const_nodeset_t local_nodes(hwloc_topology_t topology, hwloc_obj_t io) {
+  hwloc_obj_t ancestor = hwloc_get_non_io_ancestor_obj(topology, io);
+  return ancestor ? ancestor->nodeset : nullptr;
+}
+
+std::vector<int> node_indices(hwloc_const_nodeset_t nodes) {
+  std::vector<int> out;
+  if (!nodes) return out;
+  for (int index = hwloc_bitmap_first(nodes); index != -1; index = hwloc_bitmap_next(nodes, index)) {
+    out.push_back(index);
+  }
+  return out;
+}
+
+PcieRelation relation_between(hwloc_topology_t topology, hwloc_obj_t gpu, hwloc_obj_t nic) {
+  hwloc_const_nodeset_t gpu_nodes = local_nodes(topology, gpu);
+  hwloc_const_nodeset_t nic_nodes = local_nodes(topology, nic);
+  const bool share_numa_node = gpu_nodes && nic_nodes && hwloc_bitmap_intersects(gpu_nodes, nic_nodes);
+  return classify_pcie_relation(join_at(common_ancestor(gpu, nic)), share_numa_node);
+}
+
+void place_gpu(hwloc_topology_t topology, const std::vector<NicCandidate>& nics, GpuDevice& gpu) {
+  if (gpu.pci_bus_id.empty()) {
+    add_note(gpu, "not placed: the backend reports no PCI bus id");
+    return;
+  }
+  hwloc_obj_t pci = hwloc_get_pcidev_by_busidstring(topology, gpu.pci_bus_id.c_str());
+  if (!pci) {
+    add_note(gpu, fmt::format("not placed: PCI {} is not in the hwloc topology", gpu.pci_bus_id));
+    return;
+  }
+  gpu.numa_nodes = node_indices(local_nodes(topology, pci));
+  const NicCandidate* nearest = nullptr;
+  PcieRelation nearest_relation = PcieRelation::kCrossNuma;
+  for (const NicCandidate& nic : nics) {
+    const PcieRelation relation = relation_between(topology, pci, nic.pci);
+    const bool closer =
+        !nearest || relation < nearest_relation || (relation == nearest_relation && nic.name < nearest->name);
+    if (closer) {
+      nearest = &nic;
+      nearest_relation = relation;
+    }
+  }
+  if (!nearest) return;
+  gpu.nearest_nic = nearest->name;
+  gpu.nic_relation = std::string(pcie_relation_name(nearest_relation));
+}
+
+void place_gpus(hwloc_topology_t topology, std::vector<GpuDevice>& gpus) {
+  const std::vector<NicCandidate> nics = nic_candidates(topology);
+  for (GpuDevice& gpu : gpus) place_gpu(topology, nics, gpu);
+}
+
+// Counts, CPU model and the placement of node.gpu_devices, from one load of this node's topology.
+void probe_hwloc(NodePlatform& node) {
+  node.libraries["hwloc_api"] = version_text(hwloc_get_api_version());
+  HwlocTopology topology;
+  if (const Status loaded = topology.load(nullptr); !loaded.ok()) {
+    node.topology_note = loaded.message();
+    for (GpuDevice& gpu : node.gpu_devices) add_note(gpu, "not placed: " + node.topology_note);
+    return;
+  }
+  count_objects(topology.get(), node.topology);
+  node.cpu_model = hwloc_cpu_model(topology.get());
+  place_gpus(topology.get(), node.gpu_devices);
 }
 #endif
 
@@ -181,81 +334,101 @@ void probe_libfabric(NodePlatform& node) {
 }
 #endif
 
-// The runtime libraries are left loaded: unloading them would run their destructors under live
-// atexit handlers.
-void* open_first(std::initializer_list<const char*> names) {
-  for (const char* name : names) {
-    if (void* handle = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return handle;
-  }
-  return nullptr;
+// "cuda: <why>" from a backend's count() error; the plugin loader's messages already start so.
+std::string backend_reason(const std::string& backend, const std::string& message) {
+  return message.rfind(backend + ": ", 0) == 0 ? message : fmt::format("{}: {}", backend, message);
 }
 
-template <typename F>
-F symbol(void* handle, const char* name) {
-  return handle ? reinterpret_cast<F>(dlsym(handle, name)) : nullptr;
+// The backend's description of the device without opening it; a backend without one opens the device.
+Result<device::DeviceProperties> describe_device(const device::DeviceBackend& backend, int ordinal) {
+  if (backend.properties) return backend.properties(ordinal);
+  EPS_ASSIGN_OR_RETURN(std::unique_ptr<device::Device> opened, backend.open(ordinal));
+  return opened->properties();
 }
 
-std::string cuda_version(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
-
-// CUDA runtime for the count and versions; the driver library for names (cudart has no name call that
-// is stable across versions).
-std::string probe_cuda(NodePlatform& node) {
-  void* cudart = open_first({"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"});
-  if (!cudart) return "cuda: runtime library libcudart not found";
-  using IntOut = int (*)(int*);
-  auto runtime_version = symbol<IntOut>(cudart, "cudaRuntimeGetVersion");
-  auto device_count = symbol<IntOut>(cudart, "cudaGetDeviceCount");
-  auto error_string = symbol<const char* (*)(int)>(cudart, "cudaGetErrorString");
-  if (!runtime_version || !device_count || !error_string) return "cuda: libcudart lacks cudaGetDeviceCount";
-  int version = 0;
-  if (runtime_version(&version) == 0) node.libraries["cuda_runtime"] = cuda_version(version);
-  int count = 0;
-  if (const int rc = device_count(&count); rc != 0) return fmt::format("cuda: {}", error_string(rc));
-  void* driver = open_first({"libcuda.so.1", "libcuda.so"});
-  auto init = symbol<int (*)(unsigned)>(driver, "cuInit");
-  auto device_name = symbol<int (*)(char*, int, int)>(driver, "cuDeviceGetName");
-  const bool named = init && device_name && init(0) == 0;
-  for (int d = 0; d < count; ++d) {
-    char name[256] = "unknown";
-    if (named && device_name(name, sizeof(name), d) != 0) std::strcpy(name, "unknown");
-    node.gpus.push_back(fmt::format("cuda {}: {}", d, name));
+GpuDevice gpu_record(const device::DeviceBackend& backend, int ordinal) {
+  GpuDevice gpu;
+  gpu.backend = backend.name;
+  gpu.ordinal = ordinal;
+  Result<device::DeviceProperties> properties = describe_device(backend, ordinal);
+  if (!properties.ok()) {
+    gpu.name = "unknown";
+    gpu.note = properties.status().message();
+    return gpu;
   }
-  return count == 0 ? "cuda: no device" : "";
+  gpu.name = properties->name.empty() ? "unknown" : properties->name;
+  gpu.architecture = properties->architecture;
+  gpu.memory_bytes = properties->memory_bytes;
+  gpu.pci_bus_id = properties->pci_bus_id;
+  return gpu;
 }
 
-std::string probe_hip(NodePlatform& node) {
-  void* hip = open_first({"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"});
-  if (!hip) return "hip: runtime library libamdhip64 not found";
-  using IntOut = int (*)(int*);
-  auto runtime_version = symbol<IntOut>(hip, "hipRuntimeGetVersion");
-  auto device_count = symbol<IntOut>(hip, "hipGetDeviceCount");
-  auto device_name = symbol<int (*)(char*, int, int)>(hip, "hipDeviceGetName");
-  auto error_string = symbol<const char* (*)(int)>(hip, "hipGetErrorString");
-  if (!device_count || !error_string) return "hip: libamdhip64 lacks hipGetDeviceCount";
-  int version = 0;
-  // HIP_VERSION = major * 10^7 + minor * 10^5 + patch.
-  if (runtime_version && runtime_version(&version) == 0) {
-    node.libraries["hip_runtime"] =
-        fmt::format("{}.{}.{}", version / 10000000, version / 100000 % 100, version % 100000);
-  }
-  int count = 0;
-  if (const int rc = device_count(&count); rc != 0) return fmt::format("hip: {}", error_string(rc));
-  for (int d = 0; d < count; ++d) {
-    char name[256] = "unknown";
-    if (!device_name || device_name(name, sizeof(name), d) != 0) std::strcpy(name, "unknown");
-    node.gpus.push_back(fmt::format("hip {}: {}", d, name));
-  }
-  return count == 0 ? "hip: no device" : "";
+// GPUDirect RDMA (platform_probe.hpp).
+
+bool path_exists(const std::filesystem::path& path) {
+  std::error_code error;
+  return std::filesystem::exists(path, error);
 }
 
-void probe_gpus(NodePlatform& node) {
-  std::vector<std::string> reasons;
-  if (kWithCuda) reasons.push_back(probe_cuda(node));
-  if (kWithHip) reasons.push_back(probe_hip(node));
-  if (!node.gpus.empty()) return;
-  std::erase(reasons, std::string());
-  node.gpu_note = reasons.empty() ? "none: epsuite was built without CUDA and HIP"
-                                  : fmt::format("none: {}", fmt::join(reasons, "; "));
+// The first line of a small text file, "" when it cannot be read.
+std::string first_line(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+bool module_loaded(const std::filesystem::path& root, std::string_view module) {
+  return path_exists(root / "sys/module" / module);
+}
+
+GpuDirect possible(std::string detail) { return {true, std::move(detail)}; }
+GpuDirect not_possible(std::string why) { return {false, std::move(why)}; }
+
+// Why dma-buf registration is out ("" when it is not): the kernel's release, then `driver_why`.
+std::string dma_buf_obstacle(const std::string& release, const std::string& driver_why) {
+  if (release.empty()) return "dma-buf: the kernel release is unknown (proc/sys/kernel/osrelease)";
+  if (!kernel_registers_dma_buf(release))
+    return fmt::format("dma-buf: kernel {} is older than 5.12", release);
+  return driver_why;
+}
+
+GpuDirect nvidia_gpudirect(const std::filesystem::path& root) {
+  if (!module_loaded(root, "nvidia")) return not_possible("the nvidia kernel module is not loaded");
+  if (module_loaded(root, "nvidia_peermem")) return possible("nvidia_peermem loaded");
+  if (module_loaded(root, "nv_peer_mem")) return possible("nv_peer_mem loaded");
+  const std::string release = first_line(root / "proc/sys/kernel/osrelease");
+  const bool open_module =
+      first_line(root / "proc/driver/nvidia/version").find("Open Kernel Module") != std::string::npos;
+  const std::string obstacle = dma_buf_obstacle(
+      release, open_module ? "" : "dma-buf: the nvidia kernel module is not NVIDIA's open one");
+  if (obstacle.empty())
+    return possible(fmt::format("dma-buf (NVIDIA open kernel module, kernel {})", release));
+  return not_possible(fmt::format("nvidia_peermem is not loaded; {}", obstacle));
+}
+
+GpuDirect amd_gpudirect(const std::filesystem::path& root) {
+  if (!module_loaded(root, "amdgpu")) return not_possible("the amdgpu kernel module is not loaded");
+  const std::string release = first_line(root / "proc/sys/kernel/osrelease");
+  const std::string obstacle = dma_buf_obstacle(release, "");
+  if (obstacle.empty()) return possible(fmt::format("dma-buf (amdgpu, kernel {})", release));
+  return not_possible(obstacle);
+}
+
+std::string gpudirect_text(const GpuDirect& g) { return g.possible ? g.detail : "not possible: " + g.detail; }
+
+bool has_rdma_device(const NodePlatform& node) {
+  if (!node.verbs_devices.empty()) return true;
+  const std::vector<std::string>& io = node.topology.io_devices;
+  return std::any_of(io.begin(), io.end(),
+                     [](const std::string& d) { return d.find("(openfabrics)") != std::string::npos; });
+}
+
+void probe_node_gpudirect(NodePlatform& node) {
+  for (GpuDevice& gpu : node.gpu_devices) {
+    gpu.gpudirect = with_rdma_device(probe_gpudirect(gpu.backend, "/"), has_rdma_device(node));
+  }
+  node.gpudirect = gpudirect_summary(node.gpu_devices);
 }
 
 }  // namespace
@@ -291,21 +464,121 @@ std::vector<std::string> probe_verbs_devices(std::string& note) {
   return names;
 }
 
+void probe_gpus(const device::DeviceRegistry& registry, NodePlatform& node) {
+  std::vector<std::string> reasons;
+  for (const device::DeviceBackend& backend : registry.backends()) {
+    if (backend.name == "cpu") continue;
+    const Result<int> count = backend.count();
+    if (!count.ok()) {
+      reasons.push_back(backend_reason(backend.name, count.status().message()));
+    } else if (*count == 0) {
+      reasons.push_back(fmt::format("{}: no device", backend.name));
+    }
+    for (int ordinal = 0; count.ok() && ordinal < *count; ++ordinal) {
+      node.gpu_devices.push_back(gpu_record(backend, ordinal));
+    }
+  }
+  for (const GpuDevice& gpu : node.gpu_devices) {
+    node.gpus.push_back(fmt::format("{} {}: {}", gpu.backend, gpu.ordinal, gpu.name));
+  }
+  if (!node.gpus.empty()) return;
+  node.gpu_note = reasons.empty() ? "none: no GPU backend is registered"
+                                  : fmt::format("none: {}", fmt::join(reasons, "; "));
+}
+
+PcieRelation classify_pcie_relation(PcieJoin join, bool share_numa_node) {
+  switch (join) {
+    case PcieJoin::kPciBridge:
+      return PcieRelation::kSamePcieSwitch;
+    case PcieJoin::kHostBridge:
+      return PcieRelation::kSameHostBridge;
+    case PcieJoin::kCpuSide:
+      break;
+  }
+  return share_numa_node ? PcieRelation::kSameNumaNode : PcieRelation::kCrossNuma;
+}
+
+std::string_view pcie_relation_name(PcieRelation relation) {
+  switch (relation) {
+    case PcieRelation::kSamePcieSwitch:
+      return "same PCIe switch";
+    case PcieRelation::kSameHostBridge:
+      return "same host bridge";
+    case PcieRelation::kSameNumaNode:
+      return "same NUMA node";
+    case PcieRelation::kCrossNuma:
+      return "cross-NUMA";
+  }
+  return "unknown";
+}
+
+Status place_gpus_in_xml_topology(std::string_view xml, std::vector<GpuDevice>& gpus) {
+#if defined(EPS_HAVE_HWLOC)
+  const std::string document(xml);
+  HwlocTopology topology;
+  EPS_RETURN_IF_ERROR(topology.load(&document));
+  place_gpus(topology.get(), gpus);
+  return Status();
+#else
+  (void)xml;
+  (void)gpus;
+  return Status(StatusCode::kUnavailable, "epsuite was built without hwloc (libhwloc-dev)");
+#endif
+}
+
+GpuDirect probe_gpudirect(std::string_view backend, const std::filesystem::path& root) {
+  if (backend == "cuda") return nvidia_gpudirect(root);
+  if (backend == "hip") return amd_gpudirect(root);
+  return not_possible(fmt::format("no GPUDirect RDMA check for backend '{}'", backend));
+}
+
+GpuDirect with_rdma_device(GpuDirect kernel_side, bool has_rdma_device) {
+  if (has_rdma_device) return kernel_side;
+  return not_possible(fmt::format("no RDMA device; {}", gpudirect_text(kernel_side)));
+}
+
+bool kernel_registers_dma_buf(std::string_view release) {
+  int major = 0;
+  int minor = 0;
+  const char* end = release.data() + release.size();
+  const auto [after_major, major_error] = std::from_chars(release.data(), end, major);
+  if (major_error != std::errc() || after_major == end || *after_major != '.') return false;
+  const auto [after_minor, minor_error] = std::from_chars(after_major + 1, end, minor);
+  if (minor_error != std::errc()) return false;
+  return major > 5 || (major == 5 && minor >= 12);
+}
+
+std::string gpudirect_summary(const std::vector<GpuDevice>& gpus) {
+  if (gpus.empty()) return "not possible: no GPU";
+  std::vector<std::pair<std::string, std::string>> verdicts;  // backend, text; in first-seen order
+  for (const GpuDevice& gpu : gpus) {
+    const bool seen = std::any_of(verdicts.begin(), verdicts.end(),
+                                  [&gpu](const auto& v) { return v.first == gpu.backend; });
+    if (!seen) verdicts.emplace_back(gpu.backend, gpudirect_text(gpu.gpudirect));
+  }
+  if (verdicts.size() == 1) return verdicts.front().second;
+  std::vector<std::string> parts;
+  for (const auto& [backend, text] : verdicts) parts.push_back(fmt::format("{}: {}", backend, text));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
 NodePlatform probe_node() {
   NodePlatform node;
   node.libraries["fmt"] =
       fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100);
   node.libraries["nlohmann_json"] = fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR,
                                                 NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH);
+  probe_gpus(device::device_registry(), node);  // before hwloc, which places them
 #if defined(EPS_HAVE_HWLOC)
   probe_hwloc(node);
 #else
   node.topology_note = "epsuite was built without hwloc (libhwloc-dev)";
+  for (GpuDevice& gpu : node.gpu_devices) add_note(gpu, "not placed: " + node.topology_note);
 #endif
   if (node.cpu_model.empty()) node.cpu_model = probe_cpu_model();
   node.memory_bytes = physical_memory();
-  probe_gpus(node);
   node.verbs_devices = probe_verbs_devices(node.verbs_note);
+  probe_node_gpudirect(node);  // after the verbs devices: GPUDirect needs an RDMA NIC
 #if defined(EPS_HAVE_LIBFABRIC)
   probe_libfabric(node);
 #else

@@ -1,6 +1,6 @@
 # Which fabric libraries an epsuite command loads, from the dynamic loader's LD_DEBUG=libs trace (it lists
 # every library whose constructors run: "calling init: <path>"). The fabric libraries are dlopen'ed, never
-# linked (impls/fabric/dynamic_library.hpp), because Debian's libfabric pulls in libpsm_infinipath, whose
+# linked (impls/runtime/dynamic_library.hpp), because Debian's libfabric pulls in libpsm_infinipath, whose
 # constructor sleeps ~200 ms.
 #   MODE=none: `epsuite --version` loads none of them.
 #   MODE=once: `epsuite info` (MPI singleton) runs each constructor at most once; Open MPI unloads
@@ -20,7 +20,8 @@ string(REGEX MATCHALL "calling init: [^\n]*" inits "${trace}")
 if(NOT inits)
   message(FATAL_ERROR "LD_DEBUG=libs printed no 'calling init:' lines; cannot check: ${trace}")
 endif()
-foreach(library IN ITEMS libfabric libibverbs libefa libpsm_infinipath libpsm2)
+foreach(library IN ITEMS libfabric libibverbs libefa libpsm_infinipath libpsm2 libeps_device_cuda libeps_device_hip
+                        libcudart libamdhip64)
   set(count 0)
   foreach(init IN LISTS inits)
     if(init MATCHES "/${library}[.][^/]*$")

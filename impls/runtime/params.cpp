@@ -67,6 +67,13 @@ std::vector<ParamSpec> make_catalog() {
        .help =
            "Wrap the fabric in the chaos decorator (docs/fabrics.md 6.3): seed=S[,window=W,split=B,delay=D,"
            "empty=P,backpressure=P]; empty = off"});
+  c.push_back(
+      {.name = "device",
+       .kind = ParamKind::kString,
+       .default_text = "auto",
+       .help = "Where the data path runs and the transports' buffers live (docs/devices.md): cpu (kernels "
+               "on host threads), cuda, hip (a GPU per rank on a node; cuda:N / hip:N pins ordinal N), "
+               "or auto (a GPU when one is present, else cpu)"});
   c.push_back({.name = "allow-unsafe",
                .kind = ParamKind::kSwitch,
                .default_text = "false",

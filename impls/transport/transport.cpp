@@ -96,6 +96,13 @@ Status validate_config(const TransportConfig& c, int num_ranks, const Capabiliti
   if (!(c.timeout_seconds > 0)) {
     return invalid_argument("timeout_seconds", "must be > 0, got {}", c.timeout_seconds);
   }
+  if (std::find(caps.memory.begin(), caps.memory.end(), c.memory) == caps.memory.end()) {
+    return invalid_argument("memory", "this transport takes no {} memory",
+                            device::memory_kind_name(c.memory));
+  }
+  if (c.memory == MemoryKind::kDevice && c.device == nullptr) {
+    return invalid_argument("device", "device memory needs the device it belongs to, got none");
+  }
   return Status();
 }
 

@@ -53,8 +53,11 @@
 // expiry a call returns kEnvironment naming the operation, peer count and rank, and the communicator is
 // unusable.
 //
-// Memory: spans are host memory for now (`Capabilities::memory`); a device-memory transport declares
-// MemoryKind::kDevice and receives device pointers in the same spans.
+// Memory (docs/devices.md): with config.memory = kHost every span is host memory; with kDevice every span is
+// memory of config.device (the backend declares the kinds it takes in `Capabilities::memory`). A transport
+// runs its data path (pack, unpack, combine reductions) as kernels of a Device: config.device when the host
+// can address its memory (the `cpu` device), otherwise its own `cpu` device on host copies of the caller's
+// buffers, staged through host memory around every call (`staging()` says which).
 #pragma once
 
 #include <mpi.h>
@@ -68,6 +71,7 @@
 #include <string_view>
 #include <vector>
 
+#include "impls/device/device.hpp"
 #include "reference/common/status.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
 #include "reference/dispatch/layout.hpp"
@@ -81,7 +85,7 @@ using dispatch::PayloadType;
 
 enum class Layout { kHtRankMajor, kHtExpertMajor, kLl };
 enum class CombineTree { kHtRank, kHtTwoLevel, kLlWeighted };
-enum class MemoryKind { kHost, kDevice };
+using device::MemoryKind;
 
 // "ht-rank-major", "ht-expert-major", "ll"; "ht-rank", "ht-two-level", "ll-weighted"; "bf16", "fp8".
 std::string_view layout_name(Layout layout);
@@ -118,6 +122,8 @@ struct TransportConfig {
   int expert_alignment = 1;  // docs/dispatch.md 5.2 / 5.3
   int ranks_per_node = 1;    // emulated node size of ht-two-level; divides R
   double timeout_seconds = 60.0;
+  device::Device* device = nullptr;       // where the caller's buffers live; null = host memory
+  MemoryKind memory = MemoryKind::kHost;  // kDevice: every span is memory of `device`
 };
 
 struct DispatchInput {
@@ -187,6 +193,9 @@ class Transport {
   }
   virtual const Capabilities& capabilities() const = 0;
   virtual const TransportConfig& config() const = 0;
+  // How the caller's buffers reach the wire (results field `staging`, docs/devices.md): "none" when the data
+  // path reads and writes them in place, "host" when every call copies them through host memory.
+  virtual std::string_view staging() const { return "none"; }
   virtual WireBytes wire_bytes() const = 0;
 
   virtual Result<std::unique_ptr<DispatchHandle>> dispatch(Layout layout, const DispatchInput& input,

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "impls/device/cpu/cpu_device.hpp"
+
 namespace eps::transport {
 
 Status check_dispatch_input(const TransportConfig& config, const DispatchInput& in, bool need_routing) {
@@ -185,6 +187,7 @@ void start_dispatch(RoutedHandle& h, Layout layout, const void* owner, const Tra
     }
     h.key_begin.push_back(static_cast<int>(h.send_token.size()));
   }
+  h.send_rows.assign(h.send_token.begin(), h.send_token.end());
 }
 
 Status check_cached_dispatch(const TransportConfig& config, int num_ranks, const RoutedHandle& h,
@@ -236,63 +239,62 @@ void count_rank_major(const TransportConfig& config, int num_ranks, std::int64_t
   }
 }
 
-// docs/dispatch.md 5.5 ht-rank / ht-two-level: visiting q ascending adds each token's rows in the prescribed
-// order.
-void reduce_ht(const TransportConfig& config, int num_ranks, int num_tokens, CombineTree tree,
-               std::span<const int> peer_begin, std::span<const int> record_token,
-               std::span<const bf16* const> rows, std::span<const bf16> bias0, std::span<const bf16> bias1,
-               std::span<bf16> out) {
-  const auto hidden = static_cast<std::size_t>(config.hidden);
-  std::vector<float> acc(static_cast<std::size_t>(num_tokens) * hidden);
-  for (std::size_t i = 0; i < acc.size(); ++i) {
-    const float b0 = bias0.empty() ? 0.0f : bias0[i].to_float();
-    const float b1 = bias1.empty() ? 0.0f : bias1[i].to_float();
-    acc[i] = b0 + b1;
-  }
-  const bool two_level = tree == CombineTree::kHtTwoLevel;
-  const int per_node = two_level ? config.ranks_per_node : 1;
-  std::vector<float> node_acc(two_level ? acc.size() : 0, 0.0f);
-  std::vector<std::uint8_t> touched(two_level ? static_cast<std::size_t>(num_tokens) : 0, 0);
-  for (int node_begin = 0; node_begin < num_ranks; node_begin += per_node) {
-    for (int q = node_begin; q < node_begin + per_node; ++q) {
-      for (int i = peer_begin[static_cast<std::size_t>(q)]; i < peer_begin[static_cast<std::size_t>(q) + 1];
-           ++i) {
-        const auto t = static_cast<std::size_t>(record_token[static_cast<std::size_t>(i)]);
-        const bf16* row = rows[static_cast<std::size_t>(i)];
-        float* dst = two_level ? node_acc.data() + t * hidden : acc.data() + t * hidden;
-        for (std::size_t c = 0; c < hidden; ++c) dst[c] = dst[c] + row[c].to_float();
-        if (two_level) touched[t] = 1;
-      }
-    }
-    if (!two_level) continue;
-    for (std::size_t t = 0; t < touched.size(); ++t) {
-      if (touched[t] == 0) continue;
-      for (std::size_t c = 0; c < hidden; ++c) {
-        acc[t * hidden + c] = acc[t * hidden + c] + round_to_bf16(node_acc[t * hidden + c]);
-        node_acc[t * hidden + c] = 0.0f;
-      }
-      touched[t] = 0;
+Status copy_rows(device::Device& device, std::byte* dst, std::size_t dst_stride, const std::byte* src,
+                 std::size_t src_stride, std::size_t row_bytes, std::int64_t rows,
+                 std::span<const std::int64_t> src_rows, std::span<const std::int64_t> dst_rows) {
+  if (rows == 0 || row_bytes == 0) return Status();
+  return device.run(device::CopyRowsArgs{
+      dst, src, rows, static_cast<std::int64_t>(row_bytes), static_cast<std::int64_t>(dst_stride),
+      static_cast<std::int64_t>(src_stride), dst_rows.empty() ? nullptr : dst_rows.data(),
+      src_rows.empty() ? nullptr : src_rows.data()});
+}
+
+// docs/dispatch.md 5.5 ht-rank / ht-two-level: each token's records in ascending expert-side rank (the
+// records are grouped by rank, so a stable bucketing by token keeps that order).
+Status reduce_ht(device::Device& device, const TransportConfig& config, int num_ranks, int num_tokens,
+                 CombineTree tree, std::span<const int> peer_begin, std::span<const int> record_token,
+                 const bf16* rows, std::span<const std::int64_t> record_rows, std::span<const bf16> bias0,
+                 std::span<const bf16> bias1, std::span<bf16> out) {
+  if (num_tokens == 0) return Status();
+  std::vector<std::int64_t> token_begin(static_cast<std::size_t>(num_tokens) + 1, 0);
+  for (int token : record_token) ++token_begin[static_cast<std::size_t>(token) + 1];
+  for (std::size_t t = 0; t < static_cast<std::size_t>(num_tokens); ++t) token_begin[t + 1] += token_begin[t];
+  std::vector<std::int64_t> next(token_begin.begin(), token_begin.end() - 1);
+  std::vector<std::int64_t> rows_by_token(record_token.size());
+  std::vector<std::int32_t> ranks_by_token(record_token.size());
+  for (int q = 0; q < num_ranks; ++q) {
+    for (int i = peer_begin[static_cast<std::size_t>(q)]; i < peer_begin[static_cast<std::size_t>(q) + 1];
+         ++i) {
+      const std::int64_t at = next[static_cast<std::size_t>(record_token[static_cast<std::size_t>(i)])]++;
+      rows_by_token[static_cast<std::size_t>(at)] = record_rows[static_cast<std::size_t>(i)];
+      ranks_by_token[static_cast<std::size_t>(at)] = q;
     }
   }
-  for (std::size_t i = 0; i < acc.size(); ++i) out[i] = bf16::from_float(acc[i]);
+  device::CombineHtArgs args;
+  args.out = out.data();
+  args.tokens = num_tokens;
+  args.hidden = config.hidden;
+  args.ranks_per_node = tree == CombineTree::kHtTwoLevel ? config.ranks_per_node : 0;
+  args.token_begin = token_begin.data();
+  args.record_rows = rows_by_token.data();
+  args.record_ranks = ranks_by_token.data();
+  args.rows = rows;
+  args.row_stride = config.hidden;
+  args.bias0 = bias0.empty() ? nullptr : bias0.data();
+  args.bias1 = bias1.empty() ? nullptr : bias1.data();
+  EPS_RETURN_IF_ERROR(device.run(args));
+  return device.synchronize();  // the index vectors die on return
 }
 
 // docs/dispatch.md 5.5 ll-weighted: per token, valid slots in ascending k.
-void reduce_ll(const TransportConfig& config, int num_tokens, std::span<const float> topk_weights,
-               std::span<const bf16* const> slot_rows, std::span<bf16> out) {
-  const auto hidden = static_cast<std::size_t>(config.hidden);
-  const int k_max = config.top_k;
-  std::vector<float> acc(hidden);
-  for (std::size_t t = 0; t < static_cast<std::size_t>(num_tokens); ++t) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int k = 0; k < k_max; ++k) {
-      const bf16* y = slot_rows[t * k_max + k];
-      if (y == nullptr) continue;
-      const float w = topk_weights[t * k_max + k];
-      for (std::size_t c = 0; c < hidden; ++c) acc[c] = acc[c] + w * y[c].to_float();
-    }
-    for (std::size_t c = 0; c < hidden; ++c) out[t * hidden + c] = bf16::from_float(acc[c]);
-  }
+Status reduce_ll(device::Device& device, const TransportConfig& config, int num_tokens,
+                 std::span<const float> topk_weights, const bf16* rows,
+                 std::span<const std::int64_t> slot_rows, std::span<bf16> out) {
+  if (num_tokens == 0) return Status();
+  EPS_RETURN_IF_ERROR(
+      device.run(device::CombineLlArgs{out.data(), num_tokens, config.hidden, config.top_k,
+                                       topk_weights.data(), slot_rows.data(), rows, config.hidden}));
+  return device.synchronize();
 }
 
 void write_combined_weights(std::span<const int> topk_idx, std::span<const float> topk_weights,
@@ -301,7 +303,16 @@ void write_combined_weights(std::span<const int> topk_idx, std::span<const float
 }
 
 RoutedTransport::RoutedTransport(const TransportConfig& config, Capabilities caps, int rank, int size)
-    : config_(config), caps_(std::move(caps)), rank_(rank), size_(size) {}
+    : config_(config), caps_(std::move(caps)), rank_(rank), size_(size) {
+  if (config.device != nullptr && config.device->host_accessible()) {
+    kernels_ = config.device;
+  } else {
+    own_device_ = value_or_throw(device::make_cpu_device());
+    kernels_ = own_device_.get();
+  }
+  staging_ =
+      config.memory == MemoryKind::kDevice && config.device != nullptr && !config.device->host_accessible();
+}
 
 Result<std::unique_ptr<DispatchHandle>> RoutedTransport::dispatch(Layout layout, const DispatchInput& in,
                                                                   const DispatchOutput& out) {
@@ -311,6 +322,13 @@ Result<std::unique_ptr<DispatchHandle>> RoutedTransport::dispatch(Layout layout,
     return invalid_argument("layout", "{} declares no {} dispatch (declared: {})", name(),
                             layout_name(layout), fmt::join(declared, ", "));
   }
+  if (staging_) return staged_dispatch(layout, in, out);
+  return direct_dispatch(layout, in, out);
+}
+
+Result<std::unique_ptr<DispatchHandle>> RoutedTransport::direct_dispatch(Layout layout,
+                                                                         const DispatchInput& in,
+                                                                         const DispatchOutput& out) {
   EPS_RETURN_IF_ERROR(check_dispatch_input(config_, in, true));
   EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, layout, out));
   std::unique_ptr<RoutedHandle> h = make_handle();
@@ -322,6 +340,7 @@ Result<std::unique_ptr<DispatchHandle>> RoutedTransport::dispatch(Layout layout,
 Status RoutedTransport::dispatch_cached(const DispatchHandle& handle, const DispatchInput& in,
                                         const DispatchOutput& out) {
   EPS_ASSIGN_OR_RETURN(const RoutedHandle* h, owned_handle<RoutedHandle>(handle, this, name()));
+  if (staging_) return staged_dispatch_cached(*h, in, out);
   EPS_RETURN_IF_ERROR(check_cached_dispatch(config_, size_, *h, in, out));
   return run_cached_dispatch(*h, in, out);
 }
@@ -329,9 +348,15 @@ Status RoutedTransport::dispatch_cached(const DispatchHandle& handle, const Disp
 Status RoutedTransport::combine(const DispatchHandle& handle, const CombineInput& in,
                                 const CombineOutput& out) {
   EPS_ASSIGN_OR_RETURN(const RoutedHandle* h, owned_handle<RoutedHandle>(handle, this, name()));
-  EPS_RETURN_IF_ERROR(check_combine_args(config_, size_, *h, h->num_tokens, in, out));
-  EPS_RETURN_IF_ERROR(run_combine(*h, in, out));
-  write_combined_weights(h->topk_idx, h->topk_weights, out.combined_weights);
+  if (staging_) return staged_combine(*h, in, out);
+  return direct_combine(*h, in, out);
+}
+
+Status RoutedTransport::direct_combine(const RoutedHandle& h, const CombineInput& in,
+                                       const CombineOutput& out) {
+  EPS_RETURN_IF_ERROR(check_combine_args(config_, size_, h, h.num_tokens, in, out));
+  EPS_RETURN_IF_ERROR(run_combine(h, in, out));
+  write_combined_weights(h.topk_idx, h.topk_weights, out.combined_weights);
   return Status();
 }
 

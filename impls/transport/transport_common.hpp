@@ -1,15 +1,17 @@
 // Pieces every transport backend shares (mpi, direct, ...): argument checks of the Transport contract,
 // the docs/dispatch.md 5.1 layout of a rank's own tokens, the receive-side routing of rank-major rows, and
-// the source-side reductions of the docs/dispatch.md 5.5 combine trees. Backends differ in how bytes move,
-// not in these.
+// the data path that runs as device kernels (docs/devices.md): row copies (pack, unpack) and the
+// source-side reductions of the docs/dispatch.md 5.5 combine trees. Backends differ in how bytes move, not
+// in these.
 //
-// Reductions take one pointer per returned record (the bf16 row [H] a peer sent back for one dispatched
-// record), so a backend can reduce straight from wherever the rows landed:
+// Kernels run on RoutedTransport::kernels(), a device whose memory the host addresses (the `cpu` device),
+// so the index arrays they take are host vectors. Rows are named by index into one base pointer:
 // - reduce_ht: records grouped by expert-side rank q ascending (`peer_begin` [R + 1] = first record of each
-//   q), `record_token` the source token of each record; ht-rank adds every row to fp32(bias0) + fp32(bias1)
-//   in ascending q; ht-two-level first sums each node's ranks in fp32, rounds that to bf16, then adds it.
-// - reduce_ll: `slot_rows` [T, K] = the returned row of (t, k) or nullptr for a masked slot; the result is
-//   bf16(sum over valid k ascending of w_k * y_k), exact 0 for a token without a valid slot.
+//   q), `record_token` the source token of each record, `record_rows` its returned row in `rows`; ht-rank
+//   adds every row to fp32(bias0) + fp32(bias1) in ascending q; ht-two-level first sums each node's ranks
+//   in fp32, rounds that to bf16, then adds it.
+// - reduce_ll: `slot_rows` [T, K] = the returned row of (t, k) in `rows`, or -1 for a masked slot; the
+//   result is bf16(sum over valid k ascending of w_k * y_k), exact 0 for a token without a valid slot.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "impls/device/device.hpp"
 #include "impls/transport/transport.hpp"
 
 namespace eps::transport {
@@ -38,6 +41,7 @@ class RoutedHandle : public DispatchHandle {
   std::vector<float> topk_weights;
   dispatch::DispatchLayout layout_info;  // the rank prefix matrix is the backend's to fill
   std::vector<int> send_token;           // per record
+  std::vector<std::int64_t> send_rows;   // send_token widened: the row index list of the pack kernels
   std::vector<int> send_slot;            // per record: k, or -1 for rank-major records
   std::vector<int> key_begin;            // [keys + 1]: first record of each key
   std::int64_t num_rows = 0;             // rows written to the caller's receive buffers
@@ -53,6 +57,7 @@ class RoutedTransport : public Transport {
   const Capabilities& capabilities() const final { return caps_; }
   const TransportConfig& config() const final { return config_; }
   WireBytes wire_bytes() const final { return wire_; }
+  std::string_view staging() const final { return staging_ ? "host" : "none"; }
   Result<std::unique_ptr<DispatchHandle>> dispatch(Layout layout, const DispatchInput& input,
                                                    const DispatchOutput& output) final;
   Status dispatch_cached(const DispatchHandle& handle, const DispatchInput& input,
@@ -61,6 +66,10 @@ class RoutedTransport : public Transport {
 
  protected:
   RoutedTransport(const TransportConfig& config, Capabilities caps, int rank, int size);
+
+  // The device the data path runs on: config.device when the host addresses its memory, else a `cpu`
+  // device of the transport's own (the caller's buffers are then staged through host copies).
+  device::Device& kernels() const { return *kernels_; }
 
   // An empty handle of the backend's own type.
   virtual std::unique_ptr<RoutedHandle> make_handle() const = 0;
@@ -79,6 +88,24 @@ class RoutedTransport : public Transport {
   int rank_;
   int size_;
   WireBytes wire_;  // the backend adds what it puts on and takes off the wire
+
+ private:
+  struct Staging;  // host copies of the caller's device buffers (staging.cpp)
+  Result<std::unique_ptr<DispatchHandle>> staged_dispatch(Layout layout, const DispatchInput& input,
+                                                          const DispatchOutput& output);
+  Status staged_dispatch_cached(const RoutedHandle& handle, const DispatchInput& input,
+                                const DispatchOutput& output);
+  // Copies to the caller's buffers exactly the elements a dispatch wrote into the host copies.
+  Status copy_back_dispatch(const RoutedHandle& handle, const DispatchOutput& output);
+  Status staged_combine(const RoutedHandle& handle, const CombineInput& input, const CombineOutput& output);
+  Result<std::unique_ptr<DispatchHandle>> direct_dispatch(Layout layout, const DispatchInput& input,
+                                                          const DispatchOutput& output);
+  Status direct_combine(const RoutedHandle& handle, const CombineInput& input, const CombineOutput& output);
+
+  std::unique_ptr<device::Device> own_device_;
+  device::Device* kernels_ = nullptr;
+  bool staging_ = false;
+  std::shared_ptr<Staging> staged_;  // shared_ptr: Staging is complete only in staging.cpp
 };
 
 // Fills `h` for a fresh dispatch of `input` (already checked) by `owner`.
@@ -127,12 +154,21 @@ void localize_routing(const TransportConfig& config, int num_ranks, int rank, co
 void count_rank_major(const TransportConfig& config, int num_ranks, std::int64_t rows,
                       const DispatchOutput& output);
 
-void reduce_ht(const TransportConfig& config, int num_ranks, int num_tokens, CombineTree tree,
-               std::span<const int> peer_begin, std::span<const int> record_token,
-               std::span<const bf16* const> rows, std::span<const bf16> bias0, std::span<const bf16> bias1,
-               std::span<bf16> out);
-void reduce_ll(const TransportConfig& config, int num_tokens, std::span<const float> topk_weights,
-               std::span<const bf16* const> slot_rows, std::span<bf16> out);
+// Row i of `rows` rows (row_bytes each) goes from src + src_rows[i] * src_stride (src_rows empty: i) to
+// dst + i * dst_stride, or to dst row dst_rows[i] when given (negative: skipped). Enqueued on `device`.
+Status copy_rows(device::Device& device, std::byte* dst, std::size_t dst_stride, const std::byte* src,
+                 std::size_t src_stride, std::size_t row_bytes, std::int64_t rows,
+                 std::span<const std::int64_t> src_rows, std::span<const std::int64_t> dst_rows = {});
+
+// The combine trees of docs/dispatch.md 5.5 into `out` [T, H] (see the top of this file); they return after
+// the device finished.
+Status reduce_ht(device::Device& device, const TransportConfig& config, int num_ranks, int num_tokens,
+                 CombineTree tree, std::span<const int> peer_begin, std::span<const int> record_token,
+                 const bf16* rows, std::span<const std::int64_t> record_rows, std::span<const bf16> bias0,
+                 std::span<const bf16> bias1, std::span<bf16> out);
+Status reduce_ll(device::Device& device, const TransportConfig& config, int num_tokens,
+                 std::span<const float> topk_weights, const bf16* rows,
+                 std::span<const std::int64_t> slot_rows, std::span<bf16> out);
 // combined_weights [T, K]: the input weight of valid slots, +0.0f for masked ones (docs/dispatch.md 5.5).
 void write_combined_weights(std::span<const int> topk_idx, std::span<const float> topk_weights,
                             std::span<float> out);

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "impls/device/device_registry.hpp"
+#include "impls/problem/device_mirror.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/transport/registry.hpp"
 #include "perf/bench/table.hpp"
@@ -138,7 +140,8 @@ class TransportPoint final : public BenchPoint {
                {"top_k", plan_.preset.preset->topk},
                {"max_tokens", plan_.max_tokens}};
     c.identity = work_->transport().identity();
-    c.identity["device"] = "host";
+    c.identity["device"] = plan_.device->properties().backend;
+    c.identity["staging"] = std::string(work_->transport().staging());
     c.identity["workload"] = plan_.workload;
     c.identity["seed"] = std::to_string(plan_.seed);
     c.identity["preset"] = std::string(plan_.preset.preset->name);
@@ -176,6 +179,10 @@ class TransportSeries final : public BenchSeries {
     out += fmt::format("#  {:<16} {}: {}\n", "transport", t.name(),
                        transport::transport_registry().find(t.name())->summary);
     if (t.describe() != t.name()) out += fmt::format("#  {:<16} {}\n", "path", t.describe());
+    out += fmt::format("#  {:<16} {}, staging {}{}\n", "device", plan_.device->describe(), t.staging(),
+                       plan_.device->host_accessible() ? ""
+                                                       : "; buffers mirrored from the host around each call "
+                                                         "(timings include the copies)");
     out += fmt::format(
         "#  {:<16} {} dispatch, {} combine, {} payloads, H {}, T_max {}, workload {}, seed {}\n", "contract",
         transport::layout_name(plan_.layout), transport::tree_name(plan_.tree),
@@ -226,6 +233,8 @@ Result<std::shared_ptr<TransportPlan>> make_plan(const BenchContext& context) {
   plan->fabric = fabric::fabric_selection_from(p);
   EPS_ASSIGN_OR_RETURN(mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(plan->timeout)));
   EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, mpi::size(), nodes.ranks_per_node()));
+  EPS_ASSIGN_OR_RETURN(int local_rank, problem::node_local_rank(MPI_COMM_WORLD, plan->timeout));
+  EPS_ASSIGN_OR_RETURN(plan->device, device::make_device(p.string("device"), local_rank));
   EPS_RETURN_IF_ERROR(choose_contract(p, *plan));
   EPS_RETURN_IF_ERROR(check_workload(*plan));
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));
@@ -292,7 +301,7 @@ Result<Mismatches> TransportWork::combine_mismatches() const {
 
 std::vector<ParamSpec> transport_op_params() {
   std::vector<ParamSpec> s = preset_param_specs();
-  for (std::string_view name : {"transport", "fabric", "signal", "chaos", "allow-unsafe", "iface"})
+  for (std::string_view name : {"transport", "device", "fabric", "signal", "chaos", "allow-unsafe", "iface"})
     s.push_back(param_spec(name));
   s.push_back({.name = "mode",
                .kind = ParamKind::kChoice,
@@ -351,9 +360,13 @@ Result<std::vector<SeriesPlan>> plan_transport_op(const BenchContext& context, J
     series.push_back(
         {name,
          [plan, name, make, traffic, params_block, shape]() -> Result<std::unique_ptr<BenchSeries>> {
+           transport::TransportConfig config = problem::transport_config(shape, plan->timeout);
+           config.device = plan->device.get();
+           config.memory = transport::MemoryKind::kDevice;
            EPS_ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> t,
-                                transport::make_transport(
-                                    name, problem::transport_config(shape, plan->timeout), plan->fabric));
+                                transport::make_transport(name, config, plan->fabric));
+           if (!plan->device->host_accessible())
+             t = problem::mirror_through_device(std::move(t), *plan->device);
            return std::unique_ptr<BenchSeries>(
                std::make_unique<TransportSeries>(std::move(t), plan, make, traffic, params_block));
          },

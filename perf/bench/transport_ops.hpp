@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "impls/device/device.hpp"
 #include "impls/fabric/fabric_selection.hpp"
 #include "impls/problem/transport_problem.hpp"
 #include "impls/transport/transport.hpp"
@@ -43,6 +44,10 @@ struct TransportPlan {
   std::uint64_t seed = 0;
   double timeout = kDefaultTimeoutSeconds;
   fabric::FabricSelection fabric;
+  // --device: the transports take its memory (docs/devices.md). The bench's buffers are host vectors, which
+  // are this device's memory when the host addresses it (`cpu`); for a GPU they are mirrored to the device
+  // around each call (problem/device_mirror.hpp), so the timings include those copies (the header says so).
+  std::shared_ptr<device::Device> device;
 };
 
 // One point of one transport: the problem at T tokens per rank, the caller-owned buffers, the last handle.

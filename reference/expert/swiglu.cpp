@@ -1,7 +1,5 @@
 #include "reference/expert/swiglu.hpp"
 
-#include "reference/numerics/transcendental.hpp"
-
 namespace eps {
 
 namespace {
@@ -56,8 +54,6 @@ Status validate_expert_io(const ExpertShape& shape, std::span<const bf16> x, con
   *rows = n;
   return Status();
 }
-
-float silu_fp32(float a) { return a / (1.0f + portable_exp(-a)); }
 
 Status swiglu_scalar(const ExpertWeights& weights, std::span<const bf16> x, const ExpertOutputs& out) {
   EPS_RETURN_IF_ERROR(validate_expert_weights(weights));

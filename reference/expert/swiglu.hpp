@@ -8,7 +8,7 @@
 // one rounding per multiply and per add (no FMA: the library is built with -ffp-contract=off). It is
 // batch invariant by construction: each row is computed on its own.
 //
-// The vectorized kernel (tree_kernel.hpp) shares `ExpertWeights`, `ExpertOutputs` and `silu_fp32`.
+// The vectorized kernel (tree_kernel.hpp) shares `ExpertWeights`, `ExpertOutputs` and the gate of silu.hpp.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "reference/common/status.hpp"
+#include "reference/expert/silu.hpp"
 #include "reference/numerics/bf16.hpp"
 
 namespace eps {
@@ -59,14 +60,6 @@ struct ExpertOutputs {
 // Writes n to *rows.
 Status validate_expert_io(const ExpertShape& shape, std::span<const bf16> x, const ExpertOutputs& out,
                           std::size_t* rows);
-
-// silu(a) = a / (1 + exp(-a)) evaluated in fp32 exactly in that operation order (docs/layer.md 4.1). Edge
-// values follow from the formula: silu(±0) = ±0, silu(+inf) = +inf, silu(-inf) = NaN (-inf / inf),
-// silu(a) = -0 for a < about -88.7 where exp(-a) overflows to +inf.
-float silu_fp32(float a);
-
-// h = bf16(silu(a) * b), the product rounded once in fp32 and then to bf16 (docs/layer.md 4.1).
-inline bf16 swiglu_gate(float a, float b) { return bf16::from_float(silu_fp32(a) * b); }
 
 // Scalar reference: runs the expert on the rows x [n, H] (n may be 0). Every dot product is docs/numerics.md
 // 1.4 ascending sum. Errors: invalid weights or mis-sized buffers.

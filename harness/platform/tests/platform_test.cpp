@@ -2,6 +2,8 @@
 #include "harness/platform/platform.hpp"
 
 #include <map>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -118,6 +120,77 @@ TEST(Platform, JsonCarriesHostsRanksAndFingerprint) {
   const Json t = platform_to_json(tagged);
   EXPECT_EQ(t.at("tags"), Json::parse(R"({"gpu":"H100"})"));
   EXPECT_EQ(t.at("libraries"), Json::parse(R"({"hwloc_api":"2.8.0","mpi":"Open MPI v4.1.4"})"));
+}
+
+GpuDevice placed_h100() {
+  GpuDevice g;
+  g.backend = "cuda";
+  g.ordinal = 0;
+  g.name = "NVIDIA H100 80GB HBM3";
+  g.architecture = "sm_90";
+  g.memory_bytes = 85'520'809'984ULL;  // what an "80GB" H100 reports: 79.6 GiB
+  g.pci_bus_id = "0000:1b:00.0";
+  g.numa_nodes = {0};
+  g.nearest_nic = "mlx5_0";
+  g.nic_relation = "same PCIe switch";
+  g.gpudirect = {true, "nvidia_peermem loaded"};
+  return g;
+}
+
+TEST(Platform, DescribesAGpuWithWhatIsKnown) {
+  GpuDevice g = placed_h100();
+  EXPECT_EQ(
+      describe_gpu(g),
+      "cuda 0: NVIDIA H100 80GB HBM3 (sm_90, 80 GiB, PCI 0000:1b:00.0, NUMA 0, nearest NIC mlx5_0: same "
+      "PCIe switch)");
+  g.nearest_nic.clear();
+  g.nic_relation.clear();
+  g.numa_nodes = {0, 1};
+  EXPECT_EQ(describe_gpu(g),
+            "cuda 0: NVIDIA H100 80GB HBM3 (sm_90, 80 GiB, PCI 0000:1b:00.0, NUMA 0,1, no NIC)");
+  GpuDevice unplaced;
+  unplaced.backend = "hip";
+  unplaced.ordinal = 1;
+  unplaced.name = "unknown";
+  unplaced.note = "hip:1: properties: no device";
+  EXPECT_EQ(describe_gpu(unplaced), "hip 1: unknown (hip:1: properties: no device)");
+  unplaced.note.clear();
+  EXPECT_EQ(describe_gpu(unplaced), "hip 1: unknown");
+}
+
+TEST(Platform, GpuLinesAreOnePerGpuOrTheNote) {
+  NodePlatform none;
+  none.gpu_note =
+      "none: cuda: libeps_device_cuda.so cannot be loaded: x; hip: libeps_device_hip.so cannot be loaded: y";
+  EXPECT_EQ(gpu_lines(none), std::vector<std::string>{none.gpu_note});
+  NodePlatform two;
+  two.gpu_devices = {placed_h100(), placed_h100()};
+  two.gpu_devices[1].ordinal = 1;
+  two.gpus = {"cuda 0: NVIDIA H100 80GB HBM3", "cuda 1: NVIDIA H100 80GB HBM3"};
+  const std::vector<std::string> lines = gpu_lines(two);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1], describe_gpu(two.gpu_devices[1]));
+}
+
+// The GPU records and the GPUDirect line are reported, never fingerprinted: only `gpus` identifies the GPUs.
+TEST(Platform, GpuRecordsAreInTheJsonButNotInTheFingerprint) {
+  Platform base = two_ranks("node-a", "node-b");
+  base.node.gpus = {"cuda 0: NVIDIA H100 80GB HBM3"};
+  const std::string fingerprint = platform_fingerprint(base);
+  Platform detailed = base;
+  detailed.node.gpu_devices = {placed_h100()};
+  detailed.node.gpudirect = "nvidia_peermem loaded";
+  EXPECT_EQ(platform_fingerprint(detailed), fingerprint);
+
+  const Json j = platform_to_json(detailed);
+  EXPECT_EQ(j.at("gpus"), Json::parse(R"(["cuda 0: NVIDIA H100 80GB HBM3"])"));
+  EXPECT_EQ(j.at("gpudirect"), "nvidia_peermem loaded");
+  EXPECT_EQ(j.at("gpu_devices"), Json::parse(R"([{"backend":"cuda","ordinal":0,"name":"NVIDIA H100 80GB HBM3",
+      "architecture":"sm_90","memory_bytes":85520809984,"pci_bus_id":"0000:1b:00.0","numa_nodes":[0],
+      "nearest_nic":"mlx5_0","nic_relation":"same PCIe switch",
+      "gpudirect":{"possible":true,"detail":"nvidia_peermem loaded"},"note":""}])"));
+  const Json none = platform_to_json(two_ranks("node-a", "node-b"));
+  EXPECT_EQ(none.at("gpu_devices"), Json::array());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "impls/fabric/libfabric/fi_api.hpp"
 
-#include "impls/fabric/dynamic_library.hpp"
+#include "impls/runtime/dynamic_library.hpp"
 
 namespace eps::fabric::ofi {
 

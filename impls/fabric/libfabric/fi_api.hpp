@@ -1,4 +1,4 @@
-// libfabric, loaded at run time instead of linked (dynamic_library.hpp says why).
+// libfabric, loaded at run time instead of linked (impls/runtime/dynamic_library.hpp says why).
 //
 // FiApi holds the exported libfabric functions epsuite calls; fi_api() loads libfabric.so.1 on first use.
 // Everything else the fabric uses (fi_domain, fi_endpoint, fi_cq_read, fi_writemsg, fi_close, ...) is an

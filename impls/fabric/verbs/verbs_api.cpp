@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "impls/fabric/dynamic_library.hpp"
+#include "impls/runtime/dynamic_library.hpp"
 
 namespace eps::fabric::verbs {
 

@@ -1,4 +1,4 @@
-// libibverbs and libefa, loaded at run time instead of linked (impls/fabric/dynamic_library.hpp says why).
+// libibverbs and libefa, loaded at run time instead of linked (impls/runtime/dynamic_library.hpp says why).
 //
 // VerbsApi holds the exported libibverbs functions epsuite calls; verbs_api() loads libibverbs.so.1 on
 // first use. The data path (ibv_post_send, ibv_post_recv, ibv_poll_cq, ibv_wr_*) consists of inline

@@ -78,11 +78,18 @@ class DirectTransport final : public RoutedTransport {
   int rows_per_put(std::size_t row_bytes) const;
 
   void plan_destinations(DirectHandle& h) const;
-  void pack_dispatch(const DirectHandle& h, const DispatchInput& in);
+  std::size_t header_bytes(Layout kind) const {
+    return kind == Layout::kLl ? kSlotHeaderBytes : 4 + 8 * static_cast<std::size_t>(config_.top_k);
+  }
+  Status pack_dispatch(const DirectHandle& h, const DispatchInput& in);
   std::vector<std::vector<Piece>> dispatch_pieces(const DirectHandle& h) const;
   Status exchange_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out, bool fresh);
-  void unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const;
-  void unpack_ll(DirectHandle& h, const DispatchOutput& out) const;
+  Status unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const;
+  Status unpack_ll(DirectHandle& h, const DispatchOutput& out) const;
+  // Payload rows and scales of the received records `records` (indices of record_bytes(kind) slots in the
+  // receive region of this parity) to the caller's rows `rows`.
+  Status unpack_payloads(Layout kind, std::span<const std::int64_t> records,
+                         std::span<const std::int64_t> rows, const DispatchOutput& out) const;
 
   // One exchange: puts every piece, then the signal records, then waits for every source's stream.
   Status exchange(const std::vector<std::vector<Piece>>& pieces, std::size_t record_bytes);
@@ -194,9 +201,10 @@ void DirectTransport::plan_destinations(DirectHandle& h) const {
     h.send_begin[static_cast<std::size_t>(q)] = h.key_begin[static_cast<std::size_t>(q * per_peer)];
 }
 
-void DirectTransport::pack_dispatch(const DirectHandle& h, const DispatchInput& in) {
+// Headers on the host, payload rows and scales by the row-copy kernel (transport_common.hpp).
+Status DirectTransport::pack_dispatch(const DirectHandle& h, const DispatchInput& in) {
   const std::size_t rec = record_bytes(h.kind);
-  const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
+  const std::size_t header = header_bytes(h.kind);
   const int k_max = config_.top_k;
   for (std::size_t i = 0; i < h.send_token.size(); ++i) {
     std::byte* at = send_base() + i * rec;
@@ -207,20 +215,21 @@ void DirectTransport::pack_dispatch(const DirectHandle& h, const DispatchInput& 
       std::memcpy(at, &token, 4);
       std::memcpy(at + 4, h.topk_idx.data() + routing, 4 * static_cast<std::size_t>(k_max));
       std::memcpy(at + 4 + 4 * k_max, h.topk_weights.data() + routing, 4 * static_cast<std::size_t>(k_max));
-      at += 4 + 8 * static_cast<std::size_t>(k_max);
     } else {
       const int k = h.send_slot[i];
-      const std::int32_t header[3] = {t, k, h.topk_idx[routing + k]};
-      std::memcpy(at, header, 12);
+      const std::int32_t slot[3] = {t, k, h.topk_idx[routing + k]};
+      std::memcpy(at, slot, 12);
       std::memcpy(at + 12, &h.topk_weights[routing + k], 4);
-      at += kSlotHeaderBytes;
-    }
-    std::memcpy(at, in.x.data() + static_cast<std::size_t>(t) * row_bytes_, row_bytes_);
-    if (scale_bytes > 0) {
-      std::memcpy(at + row_bytes_, in.x_scales.data() + static_cast<std::size_t>(t) * num_scales_,
-                  scale_bytes);
     }
   }
+  const auto records = static_cast<std::int64_t>(h.send_token.size());
+  const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
+  EPS_RETURN_IF_ERROR(copy_rows(kernels(), send_base() + header, rec, in.x.data(), row_bytes_, row_bytes_,
+                                records, h.send_rows));
+  EPS_RETURN_IF_ERROR(copy_rows(kernels(), send_base() + header + row_bytes_, rec,
+                                reinterpret_cast<const std::byte*>(in.x_scales.data()), scale_bytes,
+                                scale_bytes, records, h.send_rows));
+  return kernels().synchronize();
 }
 
 std::vector<std::vector<Piece>> DirectTransport::dispatch_pieces(const DirectHandle& h) const {
@@ -432,41 +441,54 @@ Status DirectTransport::finish_operation() {
   return fabric_->quiet(Deadline(config_.timeout_seconds));
 }
 
-void DirectTransport::unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const {
+Status DirectTransport::unpack_payloads(Layout kind, std::span<const std::int64_t> records,
+                                        std::span<const std::int64_t> rows, const DispatchOutput& out) const {
+  const std::size_t rec = record_bytes(kind);
+  const std::byte* first = recv_base(static_cast<int>(operation_ & 1)) + header_bytes(kind);
+  const auto n = static_cast<std::int64_t>(records.size());
+  const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
+  EPS_RETURN_IF_ERROR(
+      copy_rows(kernels(), out.recv_x.data(), row_bytes_, first, rec, row_bytes_, n, records, rows));
+  EPS_RETURN_IF_ERROR(copy_rows(kernels(), reinterpret_cast<std::byte*>(out.recv_x_scales.data()),
+                                scale_bytes, first + row_bytes_, rec, scale_bytes, n, records, rows));
+  return kernels().synchronize();
+}
+
+Status DirectTransport::unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const {
   const auto t_max = static_cast<std::size_t>(config_.max_tokens_per_rank);
   const std::byte* base = recv_base(static_cast<int>(operation_ & 1));
-  const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
   const int k_max = config_.top_k;
   h.recv_begin.assign(static_cast<std::size_t>(size_) + 1, 0);
+  std::vector<std::int64_t> records;
   std::size_t row = 0;
   for (int s = 0; s < size_; ++s) {
     const int n = received_record(s)[static_cast<std::size_t>(size_)];
-    const std::byte* at = base + static_cast<std::size_t>(s) * t_max * rank_record_;
-    for (int i = 0; i < n; ++i, ++row, at += rank_record_) {
+    const std::size_t slot = static_cast<std::size_t>(s) * t_max;
+    for (int i = 0; i < n; ++i, ++row) {
+      const std::byte* at = base + (slot + static_cast<std::size_t>(i)) * rank_record_;
       std::int32_t idx[dispatch::kMaxTopK];
       float weights[dispatch::kMaxTopK];
       std::memcpy(idx, at + 4, 4 * static_cast<std::size_t>(k_max));
       std::memcpy(weights, at + 4 + 4 * k_max, 4 * static_cast<std::size_t>(k_max));
       localize_routing(config_, size_, rank_, idx, weights, out.recv_topk_idx.data() + row * k_max,
                        out.recv_topk_weights.data() + row * k_max);
-      const std::byte* payload = at + 4 + 8 * static_cast<std::size_t>(k_max);
-      std::memcpy(out.recv_x.data() + row * row_bytes_, payload, row_bytes_);
-      if (scale_bytes > 0)
-        std::memcpy(out.recv_x_scales.data() + row * num_scales_, payload + row_bytes_, scale_bytes);
+      records.push_back(static_cast<std::int64_t>(slot) + i);
     }
     h.recv_begin[static_cast<std::size_t>(s) + 1] = static_cast<int>(row);
   }
   h.num_rows = static_cast<std::int64_t>(row);
   count_rank_major(config_, size_, h.num_rows, out);
+  return unpack_payloads(Layout::kHtRankMajor, records, {}, out);
 }
 
-void DirectTransport::unpack_ll(DirectHandle& h, const DispatchOutput& out) const {
-  const auto t_max = static_cast<std::size_t>(config_.max_tokens_per_rank);
-  const std::size_t capacity = static_cast<std::size_t>(size_) * t_max;
+Status DirectTransport::unpack_ll(DirectHandle& h, const DispatchOutput& out) const {
+  const std::size_t capacity =
+      static_cast<std::size_t>(size_) * static_cast<std::size_t>(config_.max_tokens_per_rank);
   const std::byte* base = recv_base(static_cast<int>(operation_ & 1));
-  const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
   h.ll_ranges.assign(static_cast<std::size_t>(local()) * size_, LlRange{0, 0});
   h.num_rows = 0;
+  std::vector<std::int64_t> records;
+  std::vector<std::int64_t> rows;
   // Source s's records sit contiguously in its slot, local expert l's block after those of experts < l.
   std::vector<std::size_t> block_start(static_cast<std::size_t>(size_), 0);
   for (int l = 0; l < local(); ++l) {
@@ -474,19 +496,15 @@ void DirectTransport::unpack_ll(DirectHandle& h, const DispatchOutput& out) cons
     for (int s = 0; s < size_; ++s) {
       const int n = received_record(s)[static_cast<std::size_t>(size_ + l)];
       std::size_t& start = block_start[static_cast<std::size_t>(s)];
-      const std::byte* at =
-          base + (static_cast<std::size_t>(s) * combine_rows_per_peer_ + start) * slot_record_;
+      const std::size_t first = static_cast<std::size_t>(s) * combine_rows_per_peer_ + start;
       start += static_cast<std::size_t>(n);
-      for (int i = 0; i < n; ++i, at += slot_record_) {
+      for (int i = 0; i < n; ++i) {
         const std::size_t row = static_cast<std::size_t>(l) * capacity + static_cast<std::size_t>(begin + i);
         std::int32_t token = 0;
-        std::memcpy(&token, at, 4);
+        std::memcpy(&token, base + (first + static_cast<std::size_t>(i)) * slot_record_, 4);
         out.src_info[row] = token;
-        std::memcpy(out.recv_x.data() + row * row_bytes_, at + kSlotHeaderBytes, row_bytes_);
-        if (scale_bytes > 0) {
-          std::memcpy(out.recv_x_scales.data() + row * num_scales_, at + kSlotHeaderBytes + row_bytes_,
-                      scale_bytes);
-        }
+        records.push_back(static_cast<std::int64_t>(first) + i);
+        rows.push_back(static_cast<std::int64_t>(row));
       }
       const LlRange range{begin, n};
       h.ll_ranges[static_cast<std::size_t>(l) * size_ + s] = range;
@@ -496,12 +514,13 @@ void DirectTransport::unpack_ll(DirectHandle& h, const DispatchOutput& out) cons
     out.packed_recv_count[static_cast<std::size_t>(l)] = begin;
     h.num_rows += begin;
   }
+  return unpack_payloads(Layout::kLl, records, rows, out);
 }
 
 Status DirectTransport::exchange_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out,
                                           bool fresh) {
   EPS_RETURN_IF_ERROR(begin_operation());
-  pack_dispatch(h, in);
+  EPS_RETURN_IF_ERROR(pack_dispatch(h, in));
   channel_counts_.assign(static_cast<std::size_t>(size_) * local(), 0);
   const int per_peer = h.kind == Layout::kLl ? local() : 1;
   for (int q = 0; q < size_; ++q) {
@@ -514,11 +533,7 @@ Status DirectTransport::exchange_dispatch(DirectHandle& h, const DispatchInput& 
   my_tokens_per_rank_.assign(h.layout_info.num_tokens_per_rank.begin(),
                              h.layout_info.num_tokens_per_rank.end());
   EPS_RETURN_IF_ERROR(exchange(dispatch_pieces(h), record_bytes(h.kind)));
-  if (h.kind == Layout::kLl) {
-    unpack_ll(h, out);
-  } else {
-    unpack_rank_major(h, out);
-  }
+  EPS_RETURN_IF_ERROR(h.kind == Layout::kLl ? unpack_ll(h, out) : unpack_rank_major(h, out));
   if (fresh) {
     std::vector<int> all(static_cast<std::size_t>(size_) * size_);
     for (int s = 0; s < size_; ++s) {
@@ -547,61 +562,59 @@ Status DirectTransport::run_cached_dispatch(const RoutedHandle& handle, const Di
 Status DirectTransport::run_combine(const RoutedHandle& handle, const CombineInput& in,
                                     const CombineOutput& out) {
   const auto* h = &static_cast<const DirectHandle&>(handle);
-  const auto hidden = static_cast<std::size_t>(config_.hidden);
-  const std::size_t row = 2 * hidden;
+  const std::size_t row = 2 * static_cast<std::size_t>(config_.hidden);
   const std::size_t capacity =
       static_cast<std::size_t>(size_) * static_cast<std::size_t>(config_.max_tokens_per_rank);
   EPS_RETURN_IF_ERROR(begin_operation());
   // Expert side: each source's rows go back in the order the source sent them.
   std::vector<std::vector<Piece>> pieces(static_cast<std::size_t>(size_));
   channel_counts_.assign(static_cast<std::size_t>(size_) * local(), 0);
-  std::size_t packed = 0;
+  std::vector<std::int64_t> packed;  // the row of in.x that goes to each send slot
   for (int s = 0; s < size_; ++s) {
-    const std::size_t first = packed;
+    const std::size_t first = packed.size();
     if (h->kind == Layout::kHtRankMajor) {
-      const int b = h->recv_begin[static_cast<std::size_t>(s)];
-      const int n = h->recv_begin[static_cast<std::size_t>(s) + 1] - b;
-      std::memcpy(send_base() + packed * row, in.x.data() + static_cast<std::size_t>(b) * hidden, n * row);
-      packed += static_cast<std::size_t>(n);
+      for (int b = h->recv_begin[static_cast<std::size_t>(s)];
+           b < h->recv_begin[static_cast<std::size_t>(s) + 1]; ++b)
+        packed.push_back(b);
     } else {
       for (int l = 0; l < local(); ++l) {
         const LlRange r = h->ll_ranges[static_cast<std::size_t>(l) * size_ + s];
-        const std::size_t src = static_cast<std::size_t>(l) * capacity + static_cast<std::size_t>(r.begin);
-        std::memcpy(send_base() + packed * row, in.x.data() + src * hidden,
-                    static_cast<std::size_t>(r.count) * row);
-        packed += static_cast<std::size_t>(r.count);
+        const auto src = static_cast<std::int64_t>(static_cast<std::size_t>(l) * capacity) + r.begin;
+        for (int i = 0; i < r.count; ++i) packed.push_back(src + i);
       }
     }
-    const int n = static_cast<int>(packed - first);
+    const int n = static_cast<int>(packed.size() - first);
     channel_counts_[static_cast<std::size_t>(s) * local()] = n;
     if (n > 0) {
       pieces[static_cast<std::size_t>(s)].push_back(
           {first * row, static_cast<std::size_t>(rank_) * combine_rows_per_peer_ * row, n, 0});
     }
   }
+  EPS_RETURN_IF_ERROR(copy_rows(kernels(), send_base(), row, reinterpret_cast<const std::byte*>(in.x.data()),
+                                row, row, static_cast<std::int64_t>(packed.size()), packed));
+  EPS_RETURN_IF_ERROR(kernels().synchronize());
   my_tokens_per_rank_.assign(static_cast<std::size_t>(size_), 0);
   EPS_RETURN_IF_ERROR(exchange(pieces, row));
   // Source side: record i sent to q came back to q's slot at position i - send_begin[q].
-  const std::byte* base = recv_base(static_cast<int>(operation_ & 1));
-  std::vector<const bf16*> rows(h->send_token.size());
+  const auto* rows = reinterpret_cast<const bf16*>(recv_base(static_cast<int>(operation_ & 1)));
+  std::vector<std::int64_t> record_rows(h->send_token.size());
   for (int q = 0; q < size_; ++q) {
-    for (int i = h->send_begin[static_cast<std::size_t>(q)];
-         i < h->send_begin[static_cast<std::size_t>(q) + 1]; ++i) {
-      const std::size_t at = static_cast<std::size_t>(q) * combine_rows_per_peer_ +
-                             static_cast<std::size_t>(i - h->send_begin[static_cast<std::size_t>(q)]);
-      rows[static_cast<std::size_t>(i)] = reinterpret_cast<const bf16*>(base + at * row);
+    const int begin = h->send_begin[static_cast<std::size_t>(q)];
+    for (int i = begin; i < h->send_begin[static_cast<std::size_t>(q) + 1]; ++i) {
+      record_rows[static_cast<std::size_t>(i)] =
+          static_cast<std::int64_t>(static_cast<std::size_t>(q) * combine_rows_per_peer_) + (i - begin);
     }
   }
   if (in.tree == CombineTree::kLlWeighted) {
     const int k_max = config_.top_k;
-    std::vector<const bf16*> slot_rows(static_cast<std::size_t>(h->num_tokens) * k_max, nullptr);
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      slot_rows[static_cast<std::size_t>(h->send_token[i]) * k_max + h->send_slot[i]] = rows[i];
-    }
-    reduce_ll(config_, h->num_tokens, h->topk_weights, slot_rows, out.out);
+    std::vector<std::int64_t> slot_rows(static_cast<std::size_t>(h->num_tokens) * k_max, -1);
+    for (std::size_t i = 0; i < record_rows.size(); ++i)
+      slot_rows[static_cast<std::size_t>(h->send_token[i]) * k_max + h->send_slot[i]] = record_rows[i];
+    EPS_RETURN_IF_ERROR(
+        reduce_ll(kernels(), config_, h->num_tokens, h->topk_weights, rows, slot_rows, out.out));
   } else {
-    reduce_ht(config_, size_, h->num_tokens, in.tree, h->send_begin, h->send_token, rows, in.bias0, in.bias1,
-              out.out);
+    EPS_RETURN_IF_ERROR(reduce_ht(kernels(), config_, size_, h->num_tokens, in.tree, h->send_begin,
+                                  h->send_token, rows, record_rows, in.bias0, in.bias1, out.out));
   }
   return finish_operation();
 }
@@ -613,7 +626,7 @@ Capabilities direct_capabilities() {
   c.layouts = {Layout::kHtRankMajor, Layout::kLl};
   c.combine_trees = {CombineTree::kHtRank, CombineTree::kHtTwoLevel, CombineTree::kLlWeighted};
   c.dtypes = {PayloadType::kBf16, PayloadType::kFp8};
-  c.memory = {MemoryKind::kHost};
+  c.memory = {MemoryKind::kHost, MemoryKind::kDevice};
   c.ll_ordered = true;
   c.cached_dispatch = true;
   c.max_ranks = fabric::kMaxImmSources;

@@ -86,8 +86,8 @@ class MpiTransport final : public RoutedTransport {
   Status exchange_counts(MpiHandle& h);
   void plan_receives(MpiHandle& h) const;
   Status move_payload(const MpiHandle& h, const DispatchInput& input, const DispatchOutput& output);
-  void pack(const MpiHandle& h, const DispatchInput& input, std::vector<std::byte>& send) const;
-  void unpack(const MpiHandle& h, const std::vector<std::byte>& recv, const DispatchOutput& output) const;
+  Status pack(const MpiHandle& h, const DispatchInput& input, std::vector<std::byte>& send) const;
+  Status unpack(const MpiHandle& h, const std::vector<std::byte>& recv, const DispatchOutput& output) const;
   void write_counts(const MpiHandle& h, const DispatchOutput& output) const;
 
   MPI_Comm comm_;
@@ -221,11 +221,13 @@ void MpiTransport::plan_receives(MpiHandle& h) const {
   }
 }
 
-void MpiTransport::pack(const MpiHandle& h, const DispatchInput& in, std::vector<std::byte>& send) const {
+// Headers on the host, payload rows and scales by the row-copy kernel (transport_common.hpp).
+Status MpiTransport::pack(const MpiHandle& h, const DispatchInput& in, std::vector<std::byte>& send) const {
   const std::size_t rec = record_bytes(h.kind);
-  const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
+  const std::size_t header = record_bytes(h.kind) - row_bytes_ - 4 * static_cast<std::size_t>(num_scales_);
   const int k_max = config_.top_k;
   send.resize(h.send_token.size() * rec);
+  if (send.empty()) return Status();
   for (std::size_t i = 0; i < h.send_token.size(); ++i) {
     std::byte* at = send.data() + i * rec;
     const int t = h.send_token[i];
@@ -234,24 +236,26 @@ void MpiTransport::pack(const MpiHandle& h, const DispatchInput& in, std::vector
       put(at, static_cast<std::int32_t>(t));
       std::memcpy(at + 4, h.topk_idx.data() + routing, 4 * static_cast<std::size_t>(k_max));
       std::memcpy(at + 4 + 4 * k_max, h.topk_weights.data() + routing, 4 * static_cast<std::size_t>(k_max));
-      at += rank_major_header_bytes(k_max);
     } else {
       const int k = h.send_slot[i];
       put(at, SlotHeader{t, k, h.topk_idx[routing + k], h.topk_weights[routing + k]});
-      at += sizeof(SlotHeader);
     }
-    std::memcpy(at, in.x.data() + static_cast<std::size_t>(t) * row_bytes_, row_bytes_);
-    if (scale_bytes > 0)
-      std::memcpy(at + row_bytes_, in.x_scales.data() + static_cast<std::size_t>(t) * num_scales_,
-                  scale_bytes);
   }
+  const auto records = static_cast<std::int64_t>(h.send_token.size());
+  EPS_RETURN_IF_ERROR(copy_rows(kernels(), send.data() + header, rec, in.x.data(), row_bytes_, row_bytes_,
+                                records, h.send_rows));
+  EPS_RETURN_IF_ERROR(copy_rows(kernels(), send.data() + header + row_bytes_, rec,
+                                reinterpret_cast<const std::byte*>(in.x_scales.data()), 4 * num_scales_,
+                                4 * num_scales_, records, h.send_rows));
+  return kernels().synchronize();
 }
 
-void MpiTransport::unpack(const MpiHandle& h, const std::vector<std::byte>& recv,
-                          const DispatchOutput& out) const {
+Status MpiTransport::unpack(const MpiHandle& h, const std::vector<std::byte>& recv,
+                            const DispatchOutput& out) const {
   const std::size_t rec = record_bytes(h.kind);
-  const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
+  const std::size_t header = rec - row_bytes_ - 4 * static_cast<std::size_t>(num_scales_);
   const int k_max = config_.top_k;
+  if (h.recv_row.empty()) return Status();
   for (std::size_t i = 0; i < h.recv_row.size(); ++i) {
     const std::byte* at = recv.data() + i * rec;
     const auto row = static_cast<std::size_t>(h.recv_row[i]);
@@ -262,20 +266,22 @@ void MpiTransport::unpack(const MpiHandle& h, const std::vector<std::byte>& recv
       std::memcpy(weights, at + 4 + 4 * k_max, 4 * static_cast<std::size_t>(k_max));
       localize_routing(config_, size_, rank_, idx, weights, out.recv_topk_idx.data() + row * k_max,
                        out.recv_topk_weights.data() + row * k_max);
-      at += rank_major_header_bytes(k_max);
     } else {
-      const auto header = get<SlotHeader>(at);
+      const auto slot = get<SlotHeader>(at);
       if (h.kind == Layout::kLl) {
-        out.src_info[row] = header.token;
+        out.src_info[row] = slot.token;
       } else {
-        out.recv_weights[row] = header.weight;
+        out.recv_weights[row] = slot.weight;
       }
-      at += sizeof(SlotHeader);
     }
-    std::memcpy(out.recv_x.data() + row * row_bytes_, at, row_bytes_);
-    if (scale_bytes > 0)
-      std::memcpy(out.recv_x_scales.data() + row * num_scales_, at + row_bytes_, scale_bytes);
   }
+  const auto records = static_cast<std::int64_t>(h.recv_row.size());
+  EPS_RETURN_IF_ERROR(copy_rows(kernels(), out.recv_x.data(), row_bytes_, recv.data() + header, rec,
+                                row_bytes_, records, {}, h.recv_row));
+  EPS_RETURN_IF_ERROR(copy_rows(kernels(), reinterpret_cast<std::byte*>(out.recv_x_scales.data()),
+                                4 * num_scales_, recv.data() + header + row_bytes_, rec, 4 * num_scales_,
+                                records, {}, h.recv_row));
+  return kernels().synchronize();
 }
 
 // Per-expert counts, LL ranges and expert-major padding: functions of the counts alone.
@@ -314,14 +320,14 @@ void MpiTransport::write_counts(const MpiHandle& h, const DispatchOutput& out) c
 
 Status MpiTransport::move_payload(const MpiHandle& h, const DispatchInput& in, const DispatchOutput& out) {
   std::vector<std::byte> send;
-  pack(h, in, send);
+  EPS_RETURN_IF_ERROR(pack(h, in, send));
   std::vector<std::byte> recv(static_cast<std::size_t>(h.exchange.total_recv()) * record_bytes(h.kind));
   const Exchange& x = h.exchange;
   EPS_RETURN_IF_ERROR(mpi::alltoallv(send.data(), x.send_counts, x.send_displs, record_type(h.kind),
                                      recv.data(), x.recv_counts, x.recv_displs, record_type(h.kind), comm_,
                                      deadline()));
   count_wire(x.send_counts, x.recv_counts, record_bytes(h.kind));
-  unpack(h, recv, out);
+  EPS_RETURN_IF_ERROR(unpack(h, recv, out));
   write_counts(h, out);
   return Status();
 }
@@ -344,30 +350,30 @@ Status MpiTransport::run_combine(const RoutedHandle& handle, const CombineInput&
   const auto hidden = static_cast<std::size_t>(config_.hidden);
   // Each received row goes back to its source, in the order it arrived (the reverse exchange).
   std::vector<bf16> send(h->recv_row.size() * hidden);
-  for (std::size_t i = 0; i < h->recv_row.size(); ++i) {
-    std::copy_n(in.x.begin() + static_cast<std::ptrdiff_t>(h->recv_row[i] * hidden), hidden,
-                send.begin() + static_cast<std::ptrdiff_t>(i * hidden));
-  }
+  EPS_RETURN_IF_ERROR(copy_rows(kernels(), reinterpret_cast<std::byte*>(send.data()), 2 * hidden,
+                                reinterpret_cast<const std::byte*>(in.x.data()), 2 * hidden, 2 * hidden,
+                                static_cast<std::int64_t>(h->recv_row.size()), h->recv_row));
+  EPS_RETURN_IF_ERROR(kernels().synchronize());
   std::vector<bf16> back(h->send_token.size() * hidden);
   const Exchange& x = h->exchange;
   EPS_RETURN_IF_ERROR(mpi::alltoallv(send.data(), x.recv_counts, x.recv_displs, combine_type_, back.data(),
                                      x.send_counts, x.send_displs, combine_type_, comm_, deadline()));
   count_wire(x.recv_counts, x.send_counts, 2 * static_cast<std::size_t>(config_.hidden));
-  std::vector<const bf16*> rows(h->send_token.size());
-  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = back.data() + i * hidden;
+  // Record i came back as row i of `back`.
   if (in.tree == CombineTree::kLlWeighted) {
     const int k_max = config_.top_k;
-    std::vector<const bf16*> slot_rows(static_cast<std::size_t>(h->num_tokens) * k_max, nullptr);
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      slot_rows[static_cast<std::size_t>(h->send_token[i]) * k_max + h->send_slot[i]] = rows[i];
-    reduce_ll(config_, h->num_tokens, h->topk_weights, slot_rows, out.out);
-  } else {
-    std::vector<int> peer_begin(x.send_displs);
-    peer_begin.push_back(x.total_send());
-    reduce_ht(config_, size_, h->num_tokens, in.tree, peer_begin, h->send_token, rows, in.bias0, in.bias1,
-              out.out);
+    std::vector<std::int64_t> slot_rows(static_cast<std::size_t>(h->num_tokens) * k_max, -1);
+    for (std::size_t i = 0; i < h->send_token.size(); ++i)
+      slot_rows[static_cast<std::size_t>(h->send_token[i]) * k_max + h->send_slot[i]] =
+          static_cast<std::int64_t>(i);
+    return reduce_ll(kernels(), config_, h->num_tokens, h->topk_weights, back.data(), slot_rows, out.out);
   }
-  return Status();
+  std::vector<int> peer_begin(x.send_displs);
+  peer_begin.push_back(x.total_send());
+  std::vector<std::int64_t> record_rows(h->send_token.size());
+  std::iota(record_rows.begin(), record_rows.end(), std::int64_t{0});
+  return reduce_ht(kernels(), config_, size_, h->num_tokens, in.tree, peer_begin, h->send_token, back.data(),
+                   record_rows, in.bias0, in.bias1, out.out);
 }
 
 }  // namespace
@@ -377,7 +383,7 @@ Capabilities mpi_capabilities() {
   c.layouts = {Layout::kHtRankMajor, Layout::kHtExpertMajor, Layout::kLl};
   c.combine_trees = {CombineTree::kHtRank, CombineTree::kHtTwoLevel, CombineTree::kLlWeighted};
   c.dtypes = {PayloadType::kBf16, PayloadType::kFp8};
-  c.memory = {MemoryKind::kHost};
+  c.memory = {MemoryKind::kHost, MemoryKind::kDevice};
   c.ll_ordered = true;
   c.cached_dispatch = true;
   c.max_ranks = dispatch::kMaxRanks;

@@ -1,0 +1,160 @@
+// The GPU runtime names gpu_plugin.cu uses, mapped onto the CUDA runtime (nvcc, __CUDACC__) or the HIP
+// runtime (hipcc, __HIPCC__), so that one source builds both plugins (device_plugin.h). Only what the plugin
+// calls is mapped; every mapped call returns a gpuError_t.
+//
+// gpuMemcpyAsync copies between any two kinds of memory (cudaMemcpyDefault / hipMemcpyDefault: unified
+// addressing decides the direction). gpuMallocHost allocates pinned host memory that the device reaches
+// through unified addressing. kGpuBackend is the plugin's backend name ("cuda", "hip"); gpu_call_name()
+// turns a mapped name into the vendor's, so that an error message names the call that failed ("cudaMalloc",
+// "hipHostMalloc").
+#pragma once
+
+// The vendor header comes before any standard header: HIP declares device overloads of memcpy that <cstring>
+// must see to put them into std (std::memcpy is called from the EPS_HD bodies).
+#if defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#elif defined(__CUDACC__)
+#include <cuda.h>  // CUdevice_attribute only: the driver is reached through cudaGetDriverEntryPointByVersion
+#include <cuda_runtime.h>
+#endif
+
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#if defined(__HIPCC__)
+
+inline constexpr const char kGpuBackend[] = "hip";
+
+using gpuError_t = hipError_t;
+using gpuStream_t = hipStream_t;
+using gpuDeviceProp_t = hipDeviceProp_t;
+using gpuFuncAttributes = hipFuncAttributes;
+inline constexpr gpuError_t gpuSuccess = hipSuccess;
+
+#define gpuDeviceGetPCIBusId hipDeviceGetPCIBusId
+#define gpuFree hipFree
+#define gpuFreeHost hipHostFree
+#define gpuFuncGetAttributes hipFuncGetAttributes
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuGetDeviceProperties hipGetDeviceProperties
+#define gpuGetErrorName hipGetErrorName
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetLastError hipGetLastError
+#define gpuMalloc hipMalloc
+#define gpuSetDevice hipSetDevice
+#define gpuStreamCreate hipStreamCreate
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuStreamSynchronize hipStreamSynchronize
+
+inline gpuError_t gpuMallocHost(void** data, std::size_t bytes) {
+  return hipHostMalloc(data, bytes, hipHostMallocDefault);
+}
+inline gpuError_t gpuMemcpyAsync(void* dst, const void* src, std::size_t bytes, gpuStream_t stream) {
+  return hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, stream);
+}
+inline gpuError_t gpuMemsetAsync(void* dst, int value, std::size_t bytes, gpuStream_t stream) {
+  return hipMemsetAsync(dst, value, bytes, stream);
+}
+
+// The architecture a code object is built for: gcnArchName without its feature flags
+// ("gfx90a:sramecc+:xnack-" -> "gfx90a").
+inline void gpu_architecture(const gpuDeviceProp_t& prop, char* out, std::size_t size) {
+  const std::size_t length = std::strcspn(prop.gcnArchName, ":");
+  std::snprintf(out, size, "%.*s", static_cast<int>(length), prop.gcnArchName);
+}
+
+// 1 when device memory can be exported as a dma-buf, else 0. The HIP runtime of ROCm 5.2 has no device
+// attribute for it (nor an export call), and asking the kernel driver is not cheap, so the HIP plugin reports
+// 0 ("not known to be supported") rather than guess.
+inline int gpu_dma_buf_supported(int ordinal) {
+  (void)ordinal;
+  return 0;
+}
+
+#elif defined(__CUDACC__)
+
+inline constexpr const char kGpuBackend[] = "cuda";
+
+using gpuError_t = cudaError_t;
+using gpuStream_t = cudaStream_t;
+using gpuDeviceProp_t = cudaDeviceProp;
+using gpuFuncAttributes = cudaFuncAttributes;
+inline constexpr gpuError_t gpuSuccess = cudaSuccess;
+
+#define gpuDeviceGetPCIBusId cudaDeviceGetPCIBusId
+#define gpuFree cudaFree
+#define gpuFreeHost cudaFreeHost
+#define gpuFuncGetAttributes cudaFuncGetAttributes
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuGetErrorName cudaGetErrorName
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetLastError cudaGetLastError
+#define gpuMalloc cudaMalloc
+#define gpuSetDevice cudaSetDevice
+#define gpuStreamCreate cudaStreamCreate
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamSynchronize cudaStreamSynchronize
+
+inline gpuError_t gpuMallocHost(void** data, std::size_t bytes) { return cudaMallocHost(data, bytes); }
+inline gpuError_t gpuMemcpyAsync(void* dst, const void* src, std::size_t bytes, gpuStream_t stream) {
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream);
+}
+inline gpuError_t gpuMemsetAsync(void* dst, int value, std::size_t bytes, gpuStream_t stream) {
+  return cudaMemsetAsync(dst, value, bytes, stream);
+}
+
+// "sm_<major><minor>", the name of the SASS the plugin carries ("sm_90").
+inline void gpu_architecture(const gpuDeviceProp_t& prop, char* out, std::size_t size) {
+  std::snprintf(out, size, "sm_%d%d", prop.major, prop.minor);
+}
+
+// 1 when device memory can be exported as a dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED), else 0. The
+// runtime API has no name for this attribute, so the driver's cuDeviceGetAttribute is fetched through the
+// runtime (the plugin does not link libcuda). A driver that cannot answer counts as "not supported": the
+// flag only tells a fabric whether to try dma-buf registration.
+inline int gpu_dma_buf_supported(int ordinal) {
+  using DeviceGet = CUresult (*)(CUdevice*, int);
+  using DeviceGetAttribute = CUresult (*)(int*, CUdevice_attribute, CUdevice);
+  void* device_get = nullptr;
+  void* device_get_attribute = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &device_get, 2000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    return 0;
+  }
+  if (cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &device_get_attribute, 2000, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    return 0;
+  }
+  CUdevice device = 0;
+  int value = 0;
+  if (reinterpret_cast<DeviceGet>(device_get)(&device, ordinal) != CUDA_SUCCESS) return 0;
+  if (reinterpret_cast<DeviceGetAttribute>(device_get_attribute)(
+          &value, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, device) != CUDA_SUCCESS) {
+    return 0;
+  }
+  return value != 0 ? 1 : 0;
+}
+
+#else
+#error "gpu_runtime.hpp is compiled by nvcc (CUDA) or hipcc (HIP) only"
+#endif
+
+// The vendor's name of a mapped call: "gpuMalloc" -> "cudaMalloc" / "hipMalloc", "gpuMallocHost" ->
+// "cudaMallocHost" / "hipHostMalloc". Other names are returned as they are.
+inline std::string gpu_call_name(std::string_view name) {
+#if defined(__HIPCC__)
+  if (name == "gpuMallocHost") return "hipHostMalloc";
+  if (name == "gpuFreeHost") return "hipHostFree";
+#endif
+  if (name.size() > 3 && name.substr(0, 3) == "gpu" && name[3] >= 'A' && name[3] <= 'Z') {
+    return std::string(kGpuBackend) + std::string(name.substr(3));
+  }
+  return std::string(name);
+}

@@ -1,0 +1,171 @@
+// The `cuda` and `hip` devices (docs/devices.md): every kernel of a GPU plugin bit-equal to reference/ (the
+// kernel checks the `cpu` device runs, impls/device/tests/kernel_checks.hpp), the Device contract over a
+// plugin, and the loader's answers when a plugin or a GPU is missing or a plugin does not fit.
+//
+// ctest runs this binary several times (CMakeLists.txt): once per backend, skipped with the reason where
+// that backend has no device; against the host test plugin (host_plugin.cpp) standing in for `cuda`, so the
+// loader and the Device over a plugin are exercised on every machine; and with EPS_DEVICE_PLUGIN_DIR at a
+// stale plugin and at an empty directory, where the loader must refuse with its reason.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "impls/device/device_registry.hpp"
+#include "impls/device/tests/kernel_checks.hpp"
+
+namespace eps::device {
+namespace {
+
+// What the test expects of the plugins here: EPS_TEST_PLUGIN_OUTCOME=missing | stale (set by ctest along
+// with EPS_DEVICE_PLUGIN_DIR), empty otherwise.
+std::string expected_outcome() {
+  const char* outcome = std::getenv("EPS_TEST_PLUGIN_OUTCOME");
+  return outcome != nullptr ? outcome : "";
+}
+
+std::string runtime_name(const std::string& backend) { return backend == "cuda" ? "CUDA" : "HIP"; }
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+class GpuDevice : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    Result<std::unique_ptr<Device>> device = make_device(GetParam());
+    if (!device.ok()) {
+      // docs/errors.md 10.1: an absent GPU is `unavailable`, never another error.
+      ASSERT_EQ(device.status().code(), StatusCode::kUnavailable) << device.status().message();
+      GTEST_SKIP() << device.status().message();
+    }
+    device_ = std::move(device).value();
+  }
+  std::unique_ptr<Device> device_;
+};
+
+TEST_P(GpuDevice, CopyRows) { EXPECT_TRUE(testing::check_copy_rows(*device_)); }
+TEST_P(GpuDevice, Fp8) { EXPECT_TRUE(testing::check_fp8(*device_)); }
+TEST_P(GpuDevice, Combine) { EXPECT_TRUE(testing::check_combine(*device_)); }
+TEST_P(GpuDevice, Expert) { EXPECT_TRUE(testing::check_expert(*device_)); }
+TEST_P(GpuDevice, Fills) { EXPECT_TRUE(testing::check_fills(*device_)); }
+TEST_P(GpuDevice, SumRows) { EXPECT_TRUE(testing::check_sum_rows(*device_)); }
+
+TEST_P(GpuDevice, PropertiesNameTheDevice) {
+  const DeviceProperties& p = device_->properties();
+  EXPECT_EQ(p.backend, GetParam());
+  EXPECT_EQ(p.ordinal, 0);
+  EXPECT_FALSE(p.name.empty());
+  EXPECT_FALSE(p.architecture.empty());
+  EXPECT_GT(p.memory_bytes, 0u);
+  EXPECT_FALSE(p.pci_bus_id.empty());
+  EXPECT_TRUE(contains(device_->describe(), GetParam() + ":0 " + p.name)) << device_->describe();
+}
+
+// Both memory kinds, copies in every direction (pageable host memory included) and fills.
+TEST_P(GpuDevice, CopiesAndFillsMemoryOfBothKinds) {
+  constexpr std::size_t kBytes = 3000;
+  std::vector<std::uint8_t> source(kBytes);
+  for (std::size_t i = 0; i < kBytes; ++i) source[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  Buffer pinned = value_or_throw(device_->allocate(kBytes, MemoryKind::kHost));
+  Buffer on_device = value_or_throw(device_->allocate(kBytes, MemoryKind::kDevice));
+  EXPECT_EQ(pinned.kind(), MemoryKind::kHost);
+  EXPECT_EQ(on_device.bytes(), kBytes);
+  ASSERT_TRUE(device_->copy(pinned.data(), source.data(), kBytes).ok());
+  ASSERT_TRUE(device_->copy(on_device.data(), pinned.data(), kBytes).ok());
+  ASSERT_TRUE(device_->fill(on_device.as<std::uint8_t>() + 100, 0x5A, 50).ok());
+  std::vector<std::uint8_t> back(kBytes);
+  ASSERT_TRUE(device_->copy(back.data(), on_device.data(), kBytes).ok());
+  std::vector<std::uint8_t> want = source;
+  std::fill(want.begin() + 100, want.begin() + 150, std::uint8_t{0x5A});
+  EXPECT_EQ(back, want);
+  EXPECT_TRUE(device_->copy(back.data(), on_device.data(), 0).ok());
+  EXPECT_TRUE(device_->synchronize().ok());
+}
+
+TEST_P(GpuDevice, RefusesEmptyAllocationsAndWrongArguments) {
+  const Result<Buffer> empty = device_->allocate(0, MemoryKind::kDevice);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(contains(empty.status().message(), "bytes")) << empty.status().message();
+  const CopyRowsArgs args;
+  const Status wrong = device_->launch(KernelId::kCopyRows, &args, sizeof(args) - 8);
+  EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(contains(wrong.message(), "copy_rows")) << wrong.message();
+  const Status no_kernel = device_->launch(KernelId::kCount, &args, sizeof(args));
+  EXPECT_EQ(no_kernel.code(), StatusCode::kInvalidArgument) << no_kernel.message();
+  // An empty index space launches nothing and succeeds.
+  EXPECT_TRUE(device_->run(CopyRowsArgs{}).ok());
+  EXPECT_TRUE(device_->synchronize().ok());
+}
+
+// Exhausted memory is kEnvironment naming the bytes and the kind (device.hpp), with the runtime's message.
+TEST_P(GpuDevice, NamesTheBytesOfAFailedAllocation) {
+  constexpr std::size_t kHuge = std::size_t{1} << 52;  // 4 PiB
+  const Result<Buffer> huge = device_->allocate(kHuge, MemoryKind::kDevice);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), StatusCode::kEnvironment);
+  EXPECT_TRUE(contains(huge.status().message(), std::to_string(kHuge) + " bytes of device memory"))
+      << huge.status().message();
+  // The device stays usable.
+  Buffer small = value_or_throw(device_->allocate(64, MemoryKind::kDevice));
+  EXPECT_TRUE(device_->fill(small.data(), 0, 64).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backend, GpuDevice, ::testing::Values("cuda", "hip"),
+                         [](const auto& info) { return info.param; });
+
+// Without a device, a backend is unavailable with the loader's or the runtime's reason; a plugin this build
+// made must load (its dependencies resolve without a GPU), so its reason comes from the runtime.
+TEST(GpuPluginLoader, CountsDevicesOrSaysWhyNot) {
+  if (!expected_outcome().empty()) GTEST_SKIP() << "EPS_TEST_PLUGIN_OUTCOME=" << expected_outcome();
+  std::error_code error;
+  const std::filesystem::path here = std::filesystem::read_symlink("/proc/self/exe", error).parent_path();
+  for (const std::string backend : {"cuda", "hip"}) {
+    const DeviceBackend* entry = device_registry().find(backend);
+    ASSERT_NE(entry, nullptr) << backend;
+    const Result<int> count = entry->count();
+    if (count.ok()) {
+      EXPECT_GT(*count, 0) << backend;
+      continue;
+    }
+    const std::string& message = count.status().message();
+    EXPECT_EQ(count.status().code(), StatusCode::kUnavailable) << message;
+    EXPECT_EQ(message.rfind(backend + ": ", 0), 0u) << message;
+    const bool built_here = std::filesystem::exists(here / ("libeps_device_" + backend + ".so"));
+    if (built_here && std::getenv("EPS_DEVICE_PLUGIN_DIR") == nullptr) {
+      EXPECT_TRUE(contains(message, "no " + runtime_name(backend) + " device (")) << message;
+    } else {
+      EXPECT_TRUE(contains(message, "libeps_device_" + backend + ".so cannot be loaded: ") ||
+                  contains(message, "no " + runtime_name(backend) + " device ("))
+          << message;
+    }
+  }
+}
+
+TEST(GpuPluginLoader, NamesThePluginItCannotFind) {
+  if (expected_outcome() != "missing") GTEST_SKIP() << "needs EPS_TEST_PLUGIN_OUTCOME=missing";
+  const Result<std::unique_ptr<Device>> device = make_device("cuda");
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(contains(device.status().message(), "cuda: libeps_device_cuda.so cannot be loaded: "))
+      << device.status().message();
+  EXPECT_TRUE(contains(device.status().message(), std::getenv("EPS_DEVICE_PLUGIN_DIR")))
+      << device.status().message();
+}
+
+TEST(GpuPluginLoader, RefusesAPluginBuiltForOtherKernels) {
+  if (expected_outcome() != "stale") GTEST_SKIP() << "needs EPS_TEST_PLUGIN_OUTCOME=stale";
+  const Result<int> count = device_registry().find("cuda")->count();
+  ASSERT_FALSE(count.ok());
+  EXPECT_EQ(count.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(contains(count.status().message(), "kernels, this epsuite has " +
+                                                     std::to_string(static_cast<int>(KernelId::kCount)) +
+                                                     " (rebuild the plugin)"))
+      << count.status().message();
+}
+
+}  // namespace
+}  // namespace eps::device

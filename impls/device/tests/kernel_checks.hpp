@@ -1,0 +1,28 @@
+// Checks of every device kernel against reference/ (docs/devices.md: a device's results are bit-identical to
+// the references'), written once over a Device so that the `cpu` device tests and the `gpu` tests of the
+// CUDA and HIP devices run the same cases. Each returns a GoogleTest assertion naming the first mismatch.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include "impls/device/device.hpp"
+
+namespace eps::device::testing {
+
+// Row gathers and scatters with strides and skipped rows (copy_rows).
+::testing::AssertionResult check_copy_rows(Device& device);
+// fp8_quantize (gathered rows into strided records, both scale modes, NaN/inf/zero groups) against
+// quantize_fp8_per_token, and fp8_dequantize against dequantize_fp8_per_token.
+::testing::AssertionResult check_fp8(Device& device);
+// combine_ll, combine_ht (ht-rank and ht-two-level, with and without biases) against the expected combines
+// of reference/dispatch/combine.hpp.
+::testing::AssertionResult check_combine(Device& device);
+// DeviceExpert against the reference `vectorized` expert kernel (TreeExpert): y and h bit for bit, for
+// several batch sizes (batch invariance) and shapes that are not multiples of 4 or 16.
+::testing::AssertionResult check_expert(Device& device);
+// fill_payload and stream_bits against reference/data.
+::testing::AssertionResult check_fills(Device& device);
+// sum_rows against docs/layer.md 4.3's shared-expert sum written out here, -0 terms included.
+::testing::AssertionResult check_sum_rows(Device& device);
+
+}  // namespace eps::device::testing
