@@ -180,7 +180,7 @@ class Driver:
                     and p.stderr.count("epsuite: error") == 1, "info: E % R != 0 must exit 2 once", p)
         p = self.run(1, self.args.epsuite, "info", "--preset", "tiny")
         self.expect(p.returncode == 2 and "--preset: must be one of {ht-deepseek-v3, ll-deepseek-v3, pplx-v2lite, "
-                    "ec-dlm-owt, ec-dlm-8b, smoke}, got 'tiny'" in p.stderr,
+                    "ec-dlm-owt, ec-dlm-8b, smoke, ec-dlm-owt-smoke, ec-dlm-8b-smoke}, got 'tiny'" in p.stderr,
                     "info: unknown preset must list the valid names", p)
         p = self.run(2, self.args.epsuite, "info", "--json", "-")
         self.expect(p.returncode == 0 and json.loads(p.stdout)["ranks"] == 2, "info --json -: JSON on stdout", p)

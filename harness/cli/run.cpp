@@ -28,11 +28,46 @@ namespace fs = std::filesystem;
 
 constexpr const char* kOps[] = {"dispatch", "combine", "roundtrip"};
 constexpr const char* kModes[] = {"ht", "ll"};
+constexpr int kSteps = 5;
+
+// The layer step's benches (docs/layer.md 4.4): the preset's stack with token choice, then with expert choice
+// over a denoising trajectory (mask ratios 0 .. 1 at the preset's tokens per rank) under its k schedule and
+// under the static k, so that the report shows how a schedule moves load and time.
+struct LayerBench {
+  const char* name;
+  const char* router;
+  const char* schedule;
+  const char* mask_ratio;
+  bool trajectory;  // one token count (the preset's), every mask ratio
+};
+constexpr LayerBench kLayerBenches[] = {{"tc", "tc", "preset", "0.5", false},
+                                        {"ec", "ec", "preset", "0:1:0.25", true},
+                                        {"ec-static", "ec", "static", "0:1:0.25", true}};
+
+// "layer ec: 0 wrong; 1234 tokens/s at mask ratio 0 .. 3456 at 1 (mpi)" from the cases of one layer bench.
+std::string layer_summary(const LayerBench& bench, const bench::BenchOutcome& outcome) {
+  std::int64_t wrong = 0;
+  std::map<double, double> best_rate;  // mask ratio -> the best transport's tokens/s
+  for (const CaseResult& c : outcome.cases) {
+    if (c.check) wrong += c.check->mismatches;
+    const double ratio = c.extra.value("mask_ratio", 0.0);
+    best_rate[ratio] = std::max(best_rate[ratio], c.extra.value("tokens_per_s", 0.0));
+  }
+  std::string line = fmt::format("layer {}: ", bench.name);
+  if (best_rate.empty()) return line + "nothing measured";
+  if (best_rate.size() == 1) {
+    line += fmt::format("{:.0f} tokens/s", best_rate.begin()->second);
+  } else {
+    line += fmt::format("{:.0f} tokens/s at mask ratio {} .. {:.0f} at {}", best_rate.begin()->second,
+                        best_rate.begin()->first, best_rate.rbegin()->second, best_rate.rbegin()->first);
+  }
+  return line + fmt::format(" (best transport); {} wrong", wrong);
+}
 
 std::vector<ParamSpec> run_param_specs() {
   std::vector<ParamSpec> specs;
   for (std::string_view name :
-       {"transport", "timeout", "strict", "fabric", "signal", "chaos", "allow-unsafe", "iface"}) {
+       {"transport", "timeout", "strict", "device", "fabric", "signal", "chaos", "allow-unsafe", "iface"}) {
     specs.push_back(param_spec(name));
   }
   for (ParamSpec& spec : preset_param_specs()) specs.push_back(std::move(spec));
@@ -64,7 +99,8 @@ std::vector<ParamSpec> run_param_specs() {
 // The bench parameters of one op/mode: this run's values where it sets them, the process environment
 // (EPSUITE_*) for the rest, then the bench defaults.
 Result<std::unique_ptr<Params>> bench_params(const Params& run, const std::string& mode,
-                                             const std::string& json) {
+                                             const std::string& json,
+                                             const std::map<std::string, std::string>& overrides = {}) {
   std::map<std::string, std::string> values = {
       {"transport", run.string("transport")},
       {"preset", run.string("preset")},
@@ -76,12 +112,14 @@ Result<std::unique_ptr<Params>> bench_params(const Params& run, const std::strin
       {"check", "true"},
       {"mode", mode},
       {"json", json},
+      {"device", run.string("device")},
       {"fabric", run.string("fabric")},
       {"signal", run.string("signal")},
       {"chaos", run.string("chaos")},
       {"allow-unsafe", run.enabled("allow-unsafe") ? "true" : "false"},
       {"iface", run.string("iface")}};
   if (run.source("tokens") != ParamSource::kDefault) values["tokens"] = run.sweep("tokens").text;
+  for (const auto& [name, value] : overrides) values[name] = value;
   std::vector<ParamSpec> specs = bench::bench_param_specs();
   std::map<std::string, std::string> by_env;
   for (const ParamSpec& spec : specs) {
@@ -168,6 +206,7 @@ class RunJob {
     if (!platform_) return worst_;
     step_conformance();
     step_bench();
+    step_layer();
     step_report();
     mpi::root_print("epsuite run: {} (exit {}); report {}\n", worst_ == 0 ? "PASS" : "FAIL", worst_,
                     (out_ / "report.md").string());
@@ -181,10 +220,15 @@ class RunJob {
     conformance::set_selected_transports(names, params_.string("transport") != "all");
     conformance::set_fabric_selection(fabric::fabric_selection_from(params_),
                                       params_.source("fabric") != ParamSource::kDefault);
+    EPS_RETURN_IF_ERROR(conformance::open_device(
+        params_.string("device"), params_.source("device") != ParamSource::kDefault, timeout_));
     EPS_RETURN_IF_ERROR(conformance::preflight_transports(timeout_));
     EPS_ASSIGN_OR_RETURN(const mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(timeout_)));
     nodes_ = nodes.nodes();
-    return resolve_preset_flags(params_, mpi::size(), nodes.ranks_per_node()).status();
+    EPS_ASSIGN_OR_RETURN(const ResolvedPreset preset,
+                         resolve_preset_flags(params_, mpi::size(), nodes.ranks_per_node()));
+    preset_tokens_ = preset.preset->tokens_per_rank;
+    return Status();
   }
 
   StepLog log(const std::string& step) const {
@@ -216,8 +260,8 @@ class RunJob {
     for (const RankPlatform& r : platform->ranks) {
       if (std::find(hosts.begin(), hosts.end(), r.host) == hosts.end()) hosts.push_back(r.host);
     }
-    mpi::root_print("[1/4] platform: {} ranks on {} node(s) ({}), {}, fingerprint {} -> {}\n", mpi::size(),
-                    nodes_, fmt::join(hosts, ", "), platform->node.cpu_model,
+    mpi::root_print("[1/{}] platform: {} ranks on {} node(s) ({}), {}, fingerprint {} -> {}\n", kSteps,
+                    mpi::size(), nodes_, fmt::join(hosts, ", "), platform->node.cpu_model,
                     platform_fingerprint(*platform).substr(0, 8), (out_ / "info.json").string());
     platform_ = std::move(platform).value();
   }
@@ -234,8 +278,8 @@ class RunJob {
     }
     agree(failed == 0 ? Status() : Status(StatusCode::kCheckFailed, "conformance: some tests failed"));
     const mpitest::TestCounts counts = mpitest::last_test_counts();
-    mpi::root_print("[2/4] conformance: {} passed, {} failed, {} unavailable here -> {}\n", counts.passed,
-                    counts.failed, counts.skipped, (out_ / "conformance.xml").string());
+    mpi::root_print("[2/{}] conformance: {} passed, {} failed, {} unavailable here -> {}\n", kSteps,
+                    counts.passed, counts.failed, counts.skipped, (out_ / "conformance.xml").string());
     for (const std::string& test : counts.failed_tests) {
       mpi::root_print("  problem: {} failed (details in {})\n", test,
                       (out_ / "logs" / "conformance.log").string());
@@ -256,9 +300,30 @@ class RunJob {
         }
         worst_ = std::max(worst_, outcome.exit_code);
         if (fs::exists(file)) bench_files_.push_back(file);
-        mpi::root_print("[3/4] bench {} -> {}\n", bench_summary(op, mode, outcome), file);
+        mpi::root_print("[3/{}] bench {} -> {}\n", kSteps, bench_summary(op, mode, outcome), file);
         for (const std::string& problem : outcome.unavailable) mpi::root_print("  problem: {}\n", problem);
       }
+    }
+  }
+
+  void step_layer() {
+    for (const LayerBench& layer : kLayerBenches) {
+      const std::string file = (out_ / fmt::format("bench-layer-{}.json", layer.name)).string();
+      std::map<std::string, std::string> overrides = {
+          {"router", layer.router}, {"schedule", layer.schedule}, {"mask-ratio", layer.mask_ratio}};
+      if (layer.trajectory) overrides["tokens"] = std::to_string(preset_tokens_);
+      Result<std::unique_ptr<Params>> params = bench_params(params_, "ht", file, overrides);
+      agree(params.status());
+      if (!params.ok()) continue;
+      bench::BenchOutcome outcome;
+      {
+        StepLog step = log("layer");
+        outcome = bench::run_bench(**params, {"layer", argv_, platform_to_json(*platform_)});
+      }
+      worst_ = std::max(worst_, outcome.exit_code);
+      if (fs::exists(file)) bench_files_.push_back(file);
+      mpi::root_print("[4/{}] {} -> {}\n", kSteps, layer_summary(layer, outcome), file);
+      for (const std::string& problem : outcome.unavailable) mpi::root_print("  problem: {}\n", problem);
     }
   }
 
@@ -273,7 +338,7 @@ class RunJob {
       }
     }
     agree(status);
-    mpi::root_print("[4/4] report: plots in {}, report {}\n", (out_ / "plots").string(),
+    mpi::root_print("[5/{}] report: plots in {}, report {}\n", kSteps, (out_ / "plots").string(),
                     (out_ / "report.md").string());
   }
 
@@ -283,6 +348,7 @@ class RunJob {
   double timeout_;
   fs::path out_;
   int nodes_ = 1;
+  std::int64_t preset_tokens_ = 0;
   int worst_ = 0;
   std::optional<Platform> platform_;
   std::vector<std::string> bench_files_;

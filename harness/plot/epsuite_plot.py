@@ -3,27 +3,50 @@
 
 usage: epsuite_plot.py --out DIR FILE...
 
-Reads only results JSON written by `epsuite bench` / `epsuite run` and writes, as PNG and SVG:
+Reads only results JSON written by `epsuite bench` / `epsuite run` and writes, as PNG and SVG, for the
+transport ops (dispatch, combine, roundtrip):
   bw_<op>_<mode>_<dtype>      algo bandwidth (GB/s, bytes / p50) against tokens per rank, one line per
                               transport (and platform when the files come from several);
   ll_latency_<op>_<dtype>     p50 latency (us) against tokens per rank for the LL mode (docs/dispatch.md 5.4);
   platforms_<op>              grouped bars: algo GB/s per platform (platform tags when present, else the
                               fingerprint prefix), one bar per transport/mode, at the largest token count
-                              the op was measured at.
-and plots.json, the index: every figure with its files, axes and series (label, transport, platform,
-points [[tokens, value], ...]) so that tests and tools can check what was drawn.
+                              the op was measured at;
+and for the MoE layer step (`epsuite bench layer`, op "layer"), whose series are one per transport, identity
+(schedule, router, ...; the mask ratio is the x axis) and platform when the files come from several:
+  layer_phases_<mode>_<dtype>  stacked bars of the phases of one step (route, dispatch, expert, combine,
+                              shared; us summed over layers), one bar per series at its largest token count
+                              and the mask ratio nearest 0.5;
+  layer_time_vs_mask_<mode>_<dtype>_<tokens>, layer_tokens_per_s_vs_mask_..., layer_balancedness_vs_mask_...
+                              p50 step time (us), tokens/s and β (min over layers) against the mask ratio,
+                              one line per schedule, at each token count where a series has >= 2 mask ratios;
+  layer_expert_load_<mode>_<dtype>_<tokens>_<transport>_<schedule>[_<identity>][_<platform>]
+                              heatmap experts x mask ratio of the kept (token, slot) pairs summed over layers,
+                              for each series with >= 2 mask ratios at that token count.
+Layer cases stay out of the transport figures: their p50 is a whole step (routing, expert FFNs and shared
+experts besides dispatch and combine), so bytes / p50 is no transport bandwidth.
+plots.json is the index: every figure with its kind, files, title, axes and what was drawn: series (label,
+transport, platform, identity, points [[x, value], ...]); for layer_phases one series per phase with points
+[[bar label, us], ...] and the bars (tokens, mask ratio); for layer_expert_load mask_ratios and load
+[expert][mask ratio]; so that tests and tools can check what was drawn.
 
 Exit codes (docs/errors.md 10): 0 written; 2 bad input (unreadable, truncated or foreign JSON, a schema version
-newer than 1, an empty results list), with one message naming the file and field; 3 matplotlib missing.
+newer than 1, an empty results list, a case without a field its figures need, such as a layer case's
+phases_us), with one message naming the file and field; 3 matplotlib missing.
 """
 import argparse
 import json
 import os
 import re
 import sys
+import textwrap
 
 SCHEMA_VERSION = 1
 FINGERPRINT_PREFIX = 8
+LAYER_OP = "layer"
+PHASES = ("route", "dispatch", "expert", "combine", "shared")
+PHASES_MASK_RATIO = 0.5
+TOKENS_AXIS = "tokens per rank"
+MASK_AXIS = "mask ratio"
 
 
 class InputError(Exception):
@@ -65,10 +88,19 @@ def field(path, index, case, *keys):
 
 
 def number(path, index, case, *keys):
-    value = field(path, index, case, *keys)
+    return non_negative(path, index, ".".join(keys), field(path, index, case, *keys))
+
+
+def non_negative(path, index, where, value):
     if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-        raise InputError(f"{path}: results[{index}].{'.'.join(keys)}: must be a number >= 0, got {value!r}")
+        raise InputError(f"{path}: results[{index}].{where}: must be a number >= 0, got {value!r}")
     return value
+
+
+def number_list(path, index, value, where):
+    if not isinstance(value, list) or not value:
+        raise InputError(f"{path}: results[{index}].{where}: must be a non-empty list of numbers")
+    return [float(non_negative(path, index, f"{where}[{i}]", v)) for i, v in enumerate(value)]
 
 
 def parse_case(path, index, case):
@@ -81,7 +113,25 @@ def parse_case(path, index, case):
             "p50_us": float(number(path, index, case, "stats", "p50")),
             "algo_gbps": float(number(path, index, case, "bandwidth_gbps", "algo")),
             "sizes": sizes if isinstance(sizes, dict) else {},
-            "identity": identity_of(case)}
+            "identity": identity_of(case),
+            "layer": parse_layer(path, index, case) if case.get("op") == LAYER_OP else None}
+
+
+def parse_layer(path, index, case):
+    """The layer step's own fields, reduced to what the layer figures draw: phases, tokens/s, the mask ratio,
+    the expert load summed over layers and β, the minimum over layers (the worst layer bounds the step)."""
+    loads = field(path, index, case, "expert_load")
+    if not isinstance(loads, list) or not loads:
+        raise InputError(f"{path}: results[{index}].expert_load: must be a non-empty [layer][expert] table")
+    per_layer = [number_list(path, index, row, f"expert_load[{i}]") for i, row in enumerate(loads)]
+    if len({len(row) for row in per_layer}) != 1:
+        raise InputError(f"{path}: results[{index}].expert_load: the layers list different expert counts")
+    balancedness = number_list(path, index, field(path, index, case, "balancedness"), "balancedness")
+    return {"phases_us": {p: float(number(path, index, case, "phases_us", p)) for p in PHASES},
+            "tokens_per_s": float(number(path, index, case, "tokens_per_s")),
+            "mask_ratio": float(number(path, index, case, "mask_ratio")),
+            "expert_load": [sum(column) for column in zip(*per_layer)],
+            "balancedness": min(balancedness)}
 
 
 def identity_of(case):
@@ -163,6 +213,11 @@ def config_of(documents):
     return "; ".join(configs)
 
 
+def wrapped(text, width=85):
+    """text with each line broken at width characters: long titles and tick labels would be clipped."""
+    return "\n".join(textwrap.fill(line, width) for line in text.split("\n"))
+
+
 def save(fig, out_dir, stem):
     files = []
     for ext in ("png", "svg"):
@@ -172,7 +227,7 @@ def save(fig, out_dir, stem):
     return files
 
 
-def line_figure(plt, out_dir, stem, title, ylabel, series_map):
+def line_figure(plt, out_dir, stem, title, ylabel, series_map, xlabel=TOKENS_AXIS, log2_x=True):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     index_series = []
     for label in sorted(series_map):
@@ -181,19 +236,20 @@ def line_figure(plt, out_dir, stem, title, ylabel, series_map):
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
         index_series.append({"label": label, "transport": s["transport"], "platform": s["platform"],
                              "identity": dict(s["identity"]), "points": [[t, v] for t, v in points]})
-    ax.set_xscale("log", base=2)
+    if log2_x:
+        ax.set_xscale("log", base=2)
     ticks = sorted({t for s in index_series for t, _ in s["points"]})
     ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.minorticks_off()
-    ax.set_xlabel("tokens per rank")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(wrapped(title), fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
     files = save(fig, out_dir, stem)
     plt.close(fig)
-    return {"files": files, "title": title, "x": "tokens per rank", "y": ylabel, "series": index_series}
+    return {"files": files, "title": title, "x": xlabel, "y": ylabel, "series": index_series}
 
 
 def bar_figure(plt, out_dir, documents, op):
@@ -232,8 +288,183 @@ def bar_figure(plt, out_dir, documents, op):
             "x": "platform", "y": ylabel, "series": index_series}
 
 
-def plot_all(documents, out_dir, plt):
+def layer_series(documents):
+    """The layer cases by (mode, dtype), as series: one per transport, identity less the mask ratio, and
+    platform, each {"transport", "platform", "identity", "configs", "cases": {(tokens, mask ratio): case},
+    "label", "stem"}, sorted by label."""
+    groups = {}
+    for doc in documents:
+        for case in doc["cases"]:
+            if case["layer"] is None:
+                continue
+            identity = tuple((k, v) for k, v in case["identity"] if k != "mask_ratio")
+            series = groups.setdefault((case["mode"], case["dtype"]), {}).setdefault(
+                (case["transport"], identity, doc["platform"]),
+                {"transport": case["transport"], "platform": doc["platform"], "identity": identity,
+                 "configs": set(), "cases": {}})
+            series["configs"].add(doc["config"])
+            series["cases"][(case["tokens"], case["layer"]["mask_ratio"])] = case
+    named = {}
+    for key, by_identity in groups.items():
+        series_list = list(by_identity.values())
+        name_layer_series(series_list)
+        named[key] = sorted(series_list, key=lambda s: s["label"])
+    return named
 
+
+def name_layer_series(series_list):
+    """Sets the label and the file name tail of every series of one (mode, dtype): the schedule, the transport
+    when there are several, every other identity entry that tells two series apart (docs/results.md 9.3) and
+    that the transport does not already tell (fabric, signal), and the platform when there are several."""
+    several_transports = len({s["transport"] for s in series_list}) > 1
+    keys = [k for k in varying_keys([s["identity"] for s in series_list])
+            if k != "schedule" and not (several_transports and follows_transport(series_list, k))]
+    several_platforms = len({s["platform"] for s in series_list}) > 1
+    for s in series_list:
+        named = dict(s["identity"])
+        schedule = named.get("schedule", "?")
+        extra = ", ".join(f"{k}={named[k]}" for k in keys if k in named)
+        platform = s["platform"] if several_platforms else ""
+        label = (f"{s['transport']}, " if several_transports else "") + f"schedule {schedule}"
+        label += f" ({extra})" if extra else ""
+        s["label"] = f"{label} @ {platform}" if platform else label
+        s["stem"] = "_".join(slug(part) for part in (s["transport"], schedule, extra, platform) if part)
+
+
+def follows_transport(series_list, key):
+    """Whether the identity entry key has one value per transport among these series."""
+    values = {}
+    for s in series_list:
+        values.setdefault(s["transport"], set()).add(dict(s["identity"]).get(key))
+    return all(len(seen) == 1 for seen in values.values())
+
+
+def configs_of(series_list):
+    return "; ".join(sorted(set().union(*(s["configs"] for s in series_list))))
+
+
+def phases_case(series):
+    """(tokens, mask ratio, case) drawn for a series in the phase figure: its largest token count, and there
+    the mask ratio nearest 0.5, the middle of a denoising trajectory (a tie goes to the smaller ratio)."""
+    tokens = max(t for t, _ in series["cases"])
+    mask = min((m for t, m in series["cases"] if t == tokens), key=lambda m: (abs(m - PHASES_MASK_RATIO), m))
+    return tokens, mask, series["cases"][(tokens, mask)]
+
+
+def phases_figure(plt, out_dir, mode, dtype, series_list):
+    """Stacked bars of the phases of one step, one bar per series."""
+    bars = [(s, *phases_case(s)) for s in series_list]
+    xs = list(range(len(bars)))
+    fig, ax = plt.subplots(figsize=(max(7.0, 2.0 * len(bars) + 2), 4.8))
+    bottoms = [0.0] * len(bars)
+    index_series = []
+    for phase in PHASES:
+        values = [case["layer"]["phases_us"][phase] for _, _, _, case in bars]
+        ax.bar(xs, values, 0.6, bottom=bottoms, label=phase)
+        bottoms = [b + v for b, v in zip(bottoms, values)]
+        index_series.append({"label": phase, "points": [[s["label"], v] for (s, _, _, _), v in zip(bars, values)]})
+    ax.set_xticks(xs, [wrapped(f"{s['label']}\n{t} tokens/rank, mask {m:g}", 26) for s, t, m, _ in bars],
+                  fontsize=7)
+    ax.set_xlabel("series (largest token count, mask ratio nearest 0.5)")
+    ylabel = "µs per step (summed over layers)"
+    ax.set_ylabel(ylabel)
+    title = f"layer {mode} {dtype}: phases of one step\n{configs_of(series_list)}"
+    ax.set_title(wrapped(title), fontsize=9)
+    ax.grid(True, axis="y", alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    # Top to bottom as stacked, beside the bars so that it hides none.
+    ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    files = save(fig, out_dir, f"layer_phases_{slug(mode)}_{slug(dtype)}")
+    plt.close(fig)
+    return {"kind": "layer-phases", "op": LAYER_OP, "mode": mode, "dtype": dtype, "files": files, "title": title,
+            "x": "series", "y": ylabel,
+            "bars": [{"label": s["label"], "transport": s["transport"], "platform": s["platform"],
+                      "identity": dict(s["identity"]), "tokens": t, "mask_ratio": m} for s, t, m, _ in bars],
+            "series": index_series}
+
+
+def mask_sweeps(series_list):
+    """{tokens: [(series, {mask ratio: case}), ...]} at the token counts where some series has at least two
+    mask ratios; a series with one ratio there stays in as a single point."""
+    by_tokens = {}
+    for s in series_list:
+        for (tokens, mask), case in s["cases"].items():
+            by_tokens.setdefault(tokens, {}).setdefault(s["label"], (s, {}))[1][mask] = case
+    return {tokens: list(sweeps.values()) for tokens, sweeps in by_tokens.items()
+            if any(len(cases) > 1 for _, cases in sweeps.values())}
+
+
+MASK_LINES = (
+    {"stem": "layer_time_vs_mask", "kind": "layer-time-vs-mask", "what": "p50 step time",
+     "y": "p50 step time (µs)", "value": lambda case: case["p50_us"]},
+    {"stem": "layer_tokens_per_s_vs_mask", "kind": "layer-tokens-per-s-vs-mask", "what": "tokens/s (all ranks)",
+     "y": "tokens/s", "value": lambda case: case["layer"]["tokens_per_s"]},
+    {"stem": "layer_balancedness_vs_mask", "kind": "layer-balancedness-vs-mask", "what": "β of the worst layer",
+     "y": "β (mean / max expert work over ranks, worst layer)",
+     "value": lambda case: case["layer"]["balancedness"]},
+)
+
+
+def mask_line_figures(plt, out_dir, mode, dtype, tokens, sweeps):
+    """Step time, tokens/s and β against the mask ratio at one token count, one line per series."""
+    config = configs_of([s for s, _ in sweeps])
+    index = []
+    for line in MASK_LINES:
+        series_map = {s["label"]: {**s, "points": {mask: line["value"](case) for mask, case in cases.items()}}
+                      for s, cases in sweeps}
+        title = f"layer {mode} {dtype}: {line['what']} against mask ratio, {tokens} tokens/rank\n{config}"
+        stem = f"{line['stem']}_{slug(mode)}_{slug(dtype)}_{tokens}"
+        entry = line_figure(plt, out_dir, stem, title, line["y"], series_map, xlabel=MASK_AXIS, log2_x=False)
+        index.append({"kind": line["kind"], "op": LAYER_OP, "mode": mode, "dtype": dtype, "tokens": tokens,
+                      **entry})
+    return index
+
+
+def expert_load_figure(plt, out_dir, mode, dtype, tokens, series, cases):
+    """Heatmap experts x mask ratio of one series' kept (token, slot) pairs, summed over layers."""
+    masks = sorted(cases)
+    load = [list(row) for row in zip(*(cases[m]["layer"]["expert_load"] for m in masks))]
+    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    image = ax.imshow(load, aspect="auto", origin="lower", interpolation="nearest", cmap="viridis")
+    ax.set_xticks(range(len(masks)), [str(m) for m in masks])
+    ax.set_xlabel(MASK_AXIS)
+    ax.set_ylabel("expert")
+    colorbar = "kept (token, slot) pairs, summed over layers"
+    fig.colorbar(image, ax=ax, label=colorbar)
+    title = f"layer {mode} {dtype}: expert load, {series['label']}, {tokens} tokens/rank\n{configs_of([series])}"
+    ax.set_title(wrapped(title, 75), fontsize=9)
+    fig.tight_layout()
+    files = save(fig, out_dir, f"layer_expert_load_{slug(mode)}_{slug(dtype)}_{tokens}_{series['stem']}")
+    plt.close(fig)
+    return {"kind": "layer-expert-load", "op": LAYER_OP, "mode": mode, "dtype": dtype, "tokens": tokens,
+            "label": series["label"], "transport": series["transport"], "platform": series["platform"],
+            "identity": dict(series["identity"]), "files": files, "title": title, "x": MASK_AXIS, "y": "expert",
+            "colorbar": colorbar, "mask_ratios": masks, "load": load}
+
+
+def layer_figures(documents, out_dir, plt):
+    index = []
+    for (mode, dtype), series_list in sorted(layer_series(documents).items()):
+        index.append(phases_figure(plt, out_dir, mode, dtype, series_list))
+        for tokens, sweeps in sorted(mask_sweeps(series_list).items()):
+            index += mask_line_figures(plt, out_dir, mode, dtype, tokens, sweeps)
+            index += [expert_load_figure(plt, out_dir, mode, dtype, tokens, s, cases)
+                      for s, cases in sweeps if len(cases) > 1]
+    return index
+
+
+def transport_documents(documents):
+    """The documents with their layer cases left out, and those left with none dropped: a layer case's p50 is
+    a whole step (routing, expert FFNs, shared experts besides dispatch and combine), so bytes / p50 is no
+    transport bandwidth; the layer figures draw those cases."""
+    kept = [{**doc, "cases": [c for c in doc["cases"] if c["layer"] is None]} for doc in documents]
+    return [doc for doc in kept if doc["cases"]]
+
+
+def transport_figures(documents, out_dir, plt):
+    if not documents:
+        return []
     several = len({d["platform"] for d in documents}) > 1
     config = config_of(documents)
     index = []
@@ -253,6 +484,10 @@ def plot_all(documents, out_dir, plt):
     for op in sorted({c["op"] for d in documents for c in d["cases"]}):
         index.append(bar_figure(plt, out_dir, documents, op))
     return index
+
+
+def plot_all(documents, out_dir, plt):
+    return transport_figures(transport_documents(documents), out_dir, plt) + layer_figures(documents, out_dir, plt)
 
 
 def main(argv):

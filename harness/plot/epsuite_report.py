@@ -6,14 +6,20 @@ usage: epsuite_report.py DIR   reads DIR/info.json, DIR/conformance.xml, DIR/ben
 
 Sections: platform (hosts, CPU, provider, fingerprint, tags), conformance (tests, passed, failed, skipped,
 counted from the GoogleTest XML: failed = test cases with a <failure>, skipped = with a <skipped>), bench
-(one row per case: op, transport, mode, dtype, tokens, p50 / p99 in µs, algo / physical GB/s, check) and
-links to every plot. Exit code 0; 2 when DIR holds none of those files.
+(one row per case: op, transport, mode, dtype, tokens, p50 / p99 in µs, algo / physical GB/s, check), MoE
+layer when a bench document holds `epsuite bench layer` cases (one row per case: transport, mode, dtype,
+tokens, mask ratio, schedule, p50 step µs, tokens/s, the µs of each phase, β as the minimum over layers,
+dropped (token, slot) pairs / tokens summed over layers, wrong elements; then links to the layer figures) and
+links to every other plot. Exit code 0; 2 when DIR holds none of those files.
 """
 import glob
 import json
 import os
 import sys
 import xml.etree.ElementTree as ElementTree
+
+LAYER_OP = "layer"
+PHASES = ("route", "dispatch", "expert", "combine", "shared")
 
 
 def platform_section(path):
@@ -68,14 +74,60 @@ def bench_section(paths):
     return lines + [""]
 
 
-def plots_section(path):
-    with open(path, encoding="utf-8") as f:
-        plots = json.load(f)["plots"]
-    lines = ["## Plots", ""]
+def layer_cases(paths):
+    cases = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            cases += [c for c in json.load(f).get("results", []) if c.get("op") == LAYER_OP]
+    return cases
+
+
+def wrong_text(check):
+    return "not checked" if check is None else str(check.get("mismatches"))
+
+
+def layer_row(c):
+    phases = " | ".join(f"{c['phases_us'][p]:.1f}" for p in PHASES)
+    dropped = f"{sum(c['dropped_pairs']):.0f} / {sum(c['dropped_tokens']):.0f}"
+    return (f"| {c['transport']} | {c['mode']} | {c['dtype']} | {c['sizes'].get('tokens', '')} | {c['mask_ratio']:g} "
+            f"| {c['identity'].get('schedule', '')} | {c['stats']['p50']:.1f} | {c['tokens_per_s']:.0f} | {phases} "
+            f"| {min(c['balancedness']):.3f} | {dropped} | {wrong_text(c['check'])} |")
+
+
+def layer_section(cases, plots):
+    """The layer step's cases (docs/layer.md 4.4) and links to the layer figures of plots."""
+    lines = ["## MoE layer", "",
+             "p50 of one step over repetitions, each the max over ranks; phases in µs per step, summed over layers; "
+             "β = mean / max expert work over ranks, of the worst layer; dropped = (token, slot) pairs / tokens, "
+             "summed over layers.", "",
+             "| transport | mode | dtype | tokens | mask ratio | schedule | p50 step µs | tokens/s | "
+             + " | ".join(f"{p} µs" for p in PHASES) + " | β | dropped | #wrong |",
+             "|---|---|---|---:|---:|---|---:|---:|" + "---:|" * len(PHASES) + "---:|---:|---:|"]
+    lines += [layer_row(c) for c in cases]
+    if plots:
+        lines += ["", "Figures:", ""] + plot_links(plots)
+    return lines + [""]
+
+
+def is_layer_plot(plot):
+    return plot.get("op") == LAYER_OP
+
+
+def plot_links(plots):
+    lines = []
     for plot in plots:
         title = plot["title"].split("\n")[0]
         lines.append(f"- {title}: [PNG](plots/{plot['files'][0]}), [SVG](plots/{plot['files'][1]})")
-    return lines + [""]
+    return lines
+
+
+def plots_section(plots):
+    return ["## Plots", ""] + plot_links(plots) + [""]
+
+
+def read_plots(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)["plots"]
 
 
 def preset_name(info_path):
@@ -101,10 +153,16 @@ def main(argv):
         sections += platform_section(info)
     if os.path.isfile(xml):
         sections += conformance_section(xml)
+    plot_index = read_plots(plots) if os.path.isfile(plots) else None
     if benches:
         sections += bench_section(benches)
-    if os.path.isfile(plots):
-        sections += plots_section(plots)
+    layer = layer_cases(benches)
+    # Each figure is linked once: the layer figures under the layer table, the others under Plots.
+    if layer:
+        sections += layer_section(layer, [p for p in plot_index or [] if is_layer_plot(p)])
+    others = [p for p in plot_index or [] if not (layer and is_layer_plot(p))]
+    if plot_index is not None and (others or not layer):
+        sections += plots_section(others)
     if not sections:
         print(f"epsuite: error: {out_dir}: holds no info.json, conformance.xml, bench-*.json or plots", file=sys.stderr)
         return 2

@@ -302,6 +302,14 @@ Result<NodeLayout> node_layout(MPI_Comm comm, const Deadline& deadline) {
   return layout;
 }
 
+Status allreduce_in_place(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                          const Deadline& deadline, std::string_view what) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  EPS_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, comm, &request));
+  return wait(&request, deadline,
+              [comm, what] { return describe_collective(fmt::format("MPI_Iallreduce of {}", what), comm); });
+}
+
 Result<std::vector<int>> allgather_int(int local, MPI_Comm comm, const Deadline& deadline,
                                        std::string_view what) {
   std::vector<int> all(static_cast<std::size_t>(comm_size(comm)));

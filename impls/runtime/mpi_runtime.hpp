@@ -79,6 +79,10 @@ Status check(int rc, const char* call, const char* file, int line);
 // Throws RankError (this host and rank) when `status` failed.
 void throw_if_error(const Status& status);
 
+// In-place MPI_Iallreduce of `count` elements of `data` with `op` (MPI_SUM, MPI_MAX, ...) under the deadline.
+Status allreduce_in_place(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                          const Deadline& deadline, std::string_view what);
+
 // Polls `request` with MPI_Test until it completes or the deadline expires.
 Status wait(MPI_Request* request, const Deadline& deadline, const std::function<std::string()>& describe);
 // A barrier whose timeout names the rank it waited for (a dissemination barrier of zero-byte messages on a

@@ -23,6 +23,11 @@ namespace {
 //   routing meaningful; tokens 64..256 with S = 64 give 1..4 EC samples per rank. Cost at the largest point:
 //   a dispatch moves at most 256 x 4 rows x 256 B (fp8) = 256 KiB per rank; the reference expert pass is 256
 //   x 4 x 3 x 256 x 128 = 101 M multiply-adds per rank and layer (~0.1-0.2 s scalar), 2 layers.
+// - ec-dlm-owt-smoke, ec-dlm-8b-smoke: the EC-DLM presets' structure (router, schedule and k range, two
+// shared
+//   experts, layers of owt cut to 4) at the smoke scale: E = 48 and 24 divide every ctest rank count, S 64
+//   and 128 give 1..4 samples per rank, H and F a quarter or less of the models'. k keeps the models' values,
+//   so each token still visits ~k experts (owt: k 20 of 48).
 // DeepSeek-V3's shapes; the HT and LL presets differ only in their tokens and mode.
 constexpr Preset deepseek_v3(std::string_view name, std::string_view summary, std::string_view mode,
                              std::int64_t tokens, std::string_view sweep) {
@@ -30,7 +35,7 @@ constexpr Preset deepseek_v3(std::string_view name, std::string_view summary, st
           4,    "static", 8,    8,      "fp8", "bf16"};
 }
 
-constexpr std::array<Preset, 6> kPresets = {{
+constexpr std::array<Preset, 8> kPresets = {{
     deepseek_v3("ht-deepseek-v3", "DeepEP high-throughput dispatch/combine at DeepSeek-V3 shapes", "ht", 4096,
                 "4096"),
     deepseek_v3("ll-deepseek-v3",
@@ -119,6 +124,48 @@ constexpr std::array<Preset, 6> kPresets = {{
      2,
      6,
      "fp8",
+     "bf16"},
+    {"ec-dlm-owt-smoke",
+     "ec-dlm-owt shrunk for a 2-core machine (expert choice, k 20 vs linear_reverse 8..32)",
+     "layer",
+     128,
+     "64:256:x2",
+     128,
+     20,
+     48,
+     96,
+     2,
+     192,
+     64,
+     4,
+     "ec",
+     1,
+     1,
+     "linear_reverse",
+     8,
+     32,
+     "bf16",
+     "bf16"},
+    {"ec-dlm-8b-smoke",
+     "ec-dlm-8b shrunk for a 2-core machine (expert choice, static 8 vs linear_reverse 2..14)",
+     "layer",
+     256,
+     "128:512:x2",
+     256,
+     8,
+     24,
+     160,
+     2,
+     320,
+     128,
+     1,
+     "ec",
+     1,
+     1,
+     "linear_reverse",
+     2,
+     14,
+     "bf16",
      "bf16"},
 }};
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "reference/data/fill.hpp"
+#include "reference/numerics/quant.hpp"
 
 namespace eps {
 
@@ -35,6 +36,57 @@ Status validate_shapes(const MoeLayerConfig& c) {
   EPS_RETURN_IF_ERROR(
       check_range<std::int64_t>("num_samples", c.num_samples, 1, kMaxLayerTokens / c.seq_len));
   return Status();
+}
+
+Status validate_routing_groups(const MoeLayerConfig& c) {
+  std::int64_t total = 0;
+  for (std::size_t g = 0; g < c.routing_groups.size(); ++g) {
+    const std::int64_t n = c.routing_groups[g];
+    const std::string field = fmt::format("routing_groups[{}]", g);
+    if (n < 0 || n > c.num_tokens()) return out_of_range(field, std::int64_t{0}, c.num_tokens(), n);
+    if (n % c.seq_len != 0)
+      return invalid_argument(field, "{} tokens is not a multiple of seq_len {}", n, c.seq_len);
+    total += n;
+  }
+  if (!c.routing_groups.empty() && total != c.num_tokens()) {
+    return invalid_argument("routing_groups", "the groups hold {} tokens, expected T = {}", total,
+                            c.num_tokens());
+  }
+  return Status();
+}
+
+// Step 2: one routing of all tokens, or one per routing group, joined.
+Result<routing::Routing> route_layer(const MoeLayerConfig& c, std::span<const float> logits) {
+  if (c.routing_groups.empty()) {
+    return routing::route(c.router, {logits, c.num_tokens(), c.num_experts, c.seq_len, c.mask_ratio});
+  }
+  std::vector<routing::Routing> parts;
+  std::int64_t first = 0;
+  for (const std::int64_t n : c.routing_groups) {
+    if (n == 0) continue;
+    const std::span<const float> ratios =
+        c.mask_ratio.empty() ? std::span<const float>()
+                             : std::span<const float>(c.mask_ratio).subspan(first / c.seq_len, n / c.seq_len);
+    const routing::RoutingInput part{logits.subspan(first * c.num_experts, n * c.num_experts), n,
+                                     c.num_experts, c.seq_len, ratios};
+    EPS_ASSIGN_OR_RETURN(routing::Routing routed, routing::route(c.router, part));
+    parts.push_back(std::move(routed));
+    first += n;
+  }
+  return routing::join_routings(parts);
+}
+
+// Step 3's expert input: x, or x after the fp8 round trip (kRoundScale scales are powers of two, so every
+// dequantized value, a 4-bit significand times 2^k, is a bf16).
+Result<std::vector<bf16>> routed_expert_input(const MoeLayerConfig& c, std::span<const bf16> x) {
+  if (c.dispatch_dtype == dispatch::PayloadType::kBf16) return std::vector<bf16>(x.begin(), x.end());
+  const int tokens = static_cast<int>(c.num_tokens());
+  EPS_ASSIGN_OR_RETURN(Fp8Batch batch,
+                       quantize_fp8_per_token(x, tokens, c.hidden, Fp8ScaleMode::kRoundScale));
+  EPS_ASSIGN_OR_RETURN(std::vector<float> values, dequantize_fp8_per_token(batch));
+  std::vector<bf16> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = bf16::from_float(values[i]);
+  return out;
 }
 
 // Token lists per expert, ascending token order, with the global slot index each row belongs to.
@@ -130,6 +182,11 @@ Status validate_moe_layer_config(const MoeLayerConfig& c) {
     return invalid_argument("mask_ratio", "expected num_samples = {} values, got {}", c.num_samples,
                             c.mask_ratio.size());
   }
+  EPS_RETURN_IF_ERROR(validate_routing_groups(c));
+  if (c.dispatch_dtype == dispatch::PayloadType::kFp8 && c.hidden % kFp8GroupSize != 0) {
+    return invalid_argument("dispatch_dtype", "fp8 needs hidden to be a multiple of {}, got {}",
+                            kFp8GroupSize, c.hidden);
+  }
   if (c.combine == CombineTree::kHtRank) {
     EPS_RETURN_IF_ERROR(check_range("num_ranks", c.num_ranks, 1, kMaxLayerExperts));
     EPS_RETURN_IF_ERROR(resolve_expert_rank(c.num_experts, c.num_ranks, c.expert_rank).status());
@@ -185,14 +242,22 @@ Result<MoeLayerResult> run_moe_layer(const MoeLayerConfig& c, const MoeLayerInpu
     return invalid_argument("x", "expected T x H = {} x {} values, got {}", tokens, h, inputs.x.size());
   }
   MoeLayerResult result;
-  const routing::RoutingInput routing_input{inputs.logits, c.num_tokens(), c.num_experts, c.seq_len,
-                                            c.mask_ratio};
-  EPS_ASSIGN_OR_RETURN(result.routing, routing::route(c.router, routing_input));
+  if (inputs.routing) {
+    if (inputs.routing->num_tokens != c.num_tokens() || inputs.routing->num_experts != c.num_experts) {
+      return invalid_argument("routing", "the given routing has T = {}, E = {}; the layer has T = {}, E = {}",
+                              inputs.routing->num_tokens, inputs.routing->num_experts, c.num_tokens(),
+                              c.num_experts);
+    }
+    result.routing = *inputs.routing;
+  } else {
+    EPS_ASSIGN_OR_RETURN(result.routing, route_layer(c, inputs.logits));
+  }
   if (c.combine == CombineTree::kHtRank) {
     EPS_ASSIGN_OR_RETURN(result.expert_rank, resolve_expert_rank(c.num_experts, c.num_ranks, c.expert_rank));
   }
   std::vector<bf16> y_slot(result.routing.slot_expert.size() * h);
-  EPS_RETURN_IF_ERROR(run_routed_experts(c, inputs.x, result.routing, y_slot, result));
+  EPS_ASSIGN_OR_RETURN(const std::vector<bf16> routed_x, routed_expert_input(c, inputs.x));
+  EPS_RETURN_IF_ERROR(run_routed_experts(c, routed_x, result.routing, y_slot, result));
   result.routed.resize(tokens * h);
   combine_all(c, result.routing, y_slot, result.expert_rank, result.routed);
   EPS_RETURN_IF_ERROR(add_shared_experts(c, inputs.x, result));

@@ -9,10 +9,15 @@
 //      data::fill_expert_weight(seed, layer, kGate, 0, E, H), each logit an fp32 dot product in
 //      ascending h from 0.0f (docs/numerics.md 1.4).
 //   2. routing = routing::route(router, logits, S, mask_ratio): slots in docs/layer.md 4.3 slot order with
-//   their
-//      final weights w (EC: g_ij · Fscale[|J_i|]; TC: g_ij; a dropped TC slot is expert -1, skipped).
+//      their final weights w (EC: g_ij · Fscale[|J_i|]; TC: g_ij; a dropped TC slot is expert -1, skipped).
+//      With routing_groups, each group of consecutive tokens (a rank's tokens, docs/layer.md 4.4) is routed
+//      on its own and the parts joined (routing::join_routings): token-choice capacity then holds per rank,
+//      as in a distributed layer; expert-choice sequence scope is the same either way.
 //   3. Every routed expert e runs once on the rows of the tokens that have a slot on e (ascending token
-//      order; the kernels are batch invariant, so the grouping does not change any bit). Its weights are
+//      order; the kernels are batch invariant, so the grouping does not change any bit). With
+//      dispatch_dtype fp8 the routed experts see each row after the fp8 round trip of docs/numerics.md 1.2
+//      (per-128 group quantization with power-of-two scales, kRoundScale, dequantized; bf16 holds the result
+//      exactly); shared experts always see x itself. Its weights are
 //      generate_expert_weights(seed, layer, kRouted, e, {H, F}); experts with no rows are never built.
 //   4. routed_i = the combine tree (combine.hpp) over token i's slots; a token with no slot gets +0.
 //   5. Shared experts s = 0..num_shared-1 (weights generate_expert_weights(seed, layer, kShared, s,
@@ -24,11 +29,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "reference/common/status.hpp"
+#include "reference/dispatch/dispatch_plan.hpp"
 #include "reference/expert/expert_kernel.hpp"
 #include "reference/layer/combine.hpp"
 #include "reference/numerics/bf16.hpp"
@@ -63,6 +70,10 @@ struct MoeLayerConfig {
   int num_ranks = 1;             // R (ht-rank only)
   std::vector<int> expert_rank;  // [E] placement (ht-rank only), empty = expert e on rank e / (E / R)
   ExpertKernelKind kernel = ExpertKernelKind::kScalar;
+  // Token counts of the routing groups in token order (step 2), each a multiple of S (0 allowed), summing
+  // to T; empty = one group.
+  std::vector<std::int64_t> routing_groups;
+  dispatch::PayloadType dispatch_dtype = dispatch::PayloadType::kBf16;  // step 3; fp8 needs H % 128 == 0
 
   std::int64_t num_tokens() const { return seq_len * num_samples; }
 };
@@ -75,6 +86,9 @@ Status validate_moe_layer_config(const MoeLayerConfig& config);
 struct MoeLayerInputs {
   std::vector<bf16> x;
   std::vector<float> logits;
+  // A given routing of all T tokens (routing::routing_from_topk of a trace or workload generator): step 2 is
+  // skipped and `logits` is not used.
+  std::optional<routing::Routing> routing;
 };
 
 // The gate GEMM: logits[t][e] = Σ_h fp32(x[t][h]) · fp32(gate[e][h]), ascending h from 0.0f

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 namespace eps::routing {
 namespace {
 
@@ -62,6 +64,120 @@ Status validate_routing_input(const RoutingInput& input) {
     }
   }
   return check_logit_values(input);
+}
+
+namespace {
+
+void append_part(const Routing& part, Routing& whole) {
+  const std::int64_t slot_offset = whole.slot_begin.back();
+  for (std::int64_t t = 1; t <= part.num_tokens; ++t)
+    whole.slot_begin.push_back(slot_offset + part.slot_begin[t]);
+  whole.slot_expert.insert(whole.slot_expert.end(), part.slot_expert.begin(), part.slot_expert.end());
+  whole.slot_gate.insert(whole.slot_gate.end(), part.slot_gate.begin(), part.slot_gate.end());
+  whole.k_per_sample.insert(whole.k_per_sample.end(), part.k_per_sample.begin(), part.k_per_sample.end());
+  whole.capacity_per_sample.insert(whole.capacity_per_sample.end(), part.capacity_per_sample.begin(),
+                                   part.capacity_per_sample.end());
+  for (std::size_t e = 0; e < part.expert_load.size(); ++e) whole.expert_load[e] += part.expert_load[e];
+  whole.num_tokens += part.num_tokens;
+  whole.dropped_tokens += part.dropped_tokens;
+  whole.dropped_assignments += part.dropped_assignments;
+  whole.compute_cost += part.compute_cost;
+  whole.static_cost += part.static_cost;
+}
+
+}  // namespace
+
+Result<Routing> join_routings(std::span<const Routing> parts) {
+  if (parts.empty()) return invalid_argument("parts", "need at least one routing to join");
+  Routing whole;
+  whole.num_experts = parts.front().num_experts;
+  whole.seq_len = parts.front().seq_len;
+  whole.slot_begin.push_back(0);
+  whole.expert_load.assign(static_cast<std::size_t>(whole.num_experts), 0);
+  bool every_capacity = true;
+  std::int64_t capacity_sum = 0;
+  double weighted_drops = 0.0;
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    const Routing& part = parts[p];
+    if (part.num_experts != whole.num_experts || part.seq_len != whole.seq_len) {
+      return invalid_argument(fmt::format("parts[{}]", p), "has E = {}, S = {}; part 0 has E = {}, S = {}",
+                              part.num_experts, part.seq_len, whole.num_experts, whole.seq_len);
+    }
+    if (part.num_tokens == 0) continue;
+    append_part(part, whole);
+    every_capacity = every_capacity && part.capacity.has_value();
+    capacity_sum += part.capacity.value_or(0);
+    weighted_drops += part.drop_ratio * static_cast<double>(part.num_tokens);
+  }
+  if (every_capacity && whole.num_tokens > 0) whole.capacity = capacity_sum;
+  whole.drop_ratio = whole.num_tokens > 0 ? weighted_drops / static_cast<double>(whole.num_tokens) : 0.0;
+  std::int64_t slots_total = 0;
+  if (whole.capacity) {
+    slots_total = whole.num_experts * *whole.capacity;
+  } else if (!whole.capacity_per_sample.empty()) {
+    for (std::int64_t c : whole.capacity_per_sample) slots_total += whole.num_experts * c;
+  }
+  std::int64_t kept = 0;
+  for (std::int64_t load : whole.expert_load) kept += load;
+  if (slots_total > 0) {
+    whole.padding_waste = static_cast<double>(slots_total - kept) / static_cast<double>(slots_total);
+  }
+  return whole;
+}
+
+Result<Routing> routing_from_topk(std::span<const std::int32_t> topk_idx, std::span<const float> topk_weights,
+                                  std::int64_t num_tokens, std::int64_t num_experts, std::int64_t top_k,
+                                  std::int64_t seq_len) {
+  if (top_k < 1 || num_experts < 1 || num_tokens < 0) {
+    return invalid_argument("topk_idx", "needs K >= 1, E >= 1 and T >= 0, got K = {}, E = {}, T = {}", top_k,
+                            num_experts, num_tokens);
+  }
+  const auto slots = static_cast<std::size_t>(num_tokens * top_k);
+  if (topk_idx.size() != slots || topk_weights.size() != slots) {
+    return invalid_argument("topk_idx", "expected T·K = {}·{} ids and weights, got {} and {}", num_tokens,
+                            top_k, topk_idx.size(), topk_weights.size());
+  }
+  if (seq_len < 1 || num_tokens % seq_len != 0) {
+    return invalid_argument("seq_len", "T = {} tokens is not a multiple of seq_len {}", num_tokens, seq_len);
+  }
+  Routing r;
+  r.num_tokens = num_tokens;
+  r.num_experts = num_experts;
+  r.seq_len = seq_len;
+  r.expert_load.assign(static_cast<std::size_t>(num_experts), 0);
+  r.slot_begin.push_back(0);
+  for (std::int64_t t = 0; t < num_tokens; ++t) {
+    std::int64_t kept = 0;
+    for (std::int64_t k = 0; k < top_k; ++k) {
+      const std::size_t at = static_cast<std::size_t>(t * top_k + k);
+      const std::int32_t e = topk_idx[at];
+      const std::string field = fmt::format("topk_idx[{}][{}]", t, k);
+      if (e < -1 || e >= num_experts) return out_of_range<std::int64_t>(field, -1, num_experts - 1, e);
+      if (e >= 0 &&
+          std::find(topk_idx.begin() + t * top_k, topk_idx.begin() + at, e) != topk_idx.begin() + at) {
+        return invalid_argument(field, "expert {} appears twice in token {}", e, t);
+      }
+      if (!std::isfinite(topk_weights[at])) {
+        return invalid_argument(fmt::format("topk_weights[{}][{}]", t, k), "must be finite, got {}",
+                                topk_weights[at]);
+      }
+      r.slot_expert.push_back(e);
+      r.slot_gate.push_back(e >= 0 ? topk_weights[at] : 0.0f);
+      if (e >= 0) {
+        ++r.expert_load[static_cast<std::size_t>(e)];
+        ++kept;
+      }
+    }
+    r.slot_begin.push_back(r.slot_begin.back() + top_k);
+    r.dropped_assignments += top_k - kept;
+    r.dropped_tokens += kept == 0 ? 1 : 0;
+  }
+  r.k_per_sample.assign(static_cast<std::size_t>(num_tokens / seq_len), top_k);
+  r.drop_ratio =
+      num_tokens > 0 ? static_cast<double>(r.dropped_assignments) / static_cast<double>(slots) : 0.0;
+  r.compute_cost = num_tokens * top_k;
+  r.static_cost = num_tokens * top_k;
+  return r;
 }
 
 Result<FixedTopk> to_fixed_topk(const Routing& routing, std::optional<std::int64_t> width) {

@@ -80,6 +80,29 @@ struct Routing {
   }
 };
 
+// Joins the routings of consecutive token ranges, each routed on its own with the same E and S (a
+// distributed layer routes every rank's tokens where they live, docs/layer.md 4.4), into the routing of all
+// their tokens: CSR arrays, k_per_sample and capacity_per_sample concatenated in part order; expert_load,
+// dropped_tokens, dropped_assignments, compute_cost and static_cost summed; `capacity` the sum of the parts'
+// capacities (each part's experts hold that many, so the whole batch holds the sum; nullopt when any part
+// has none); drop_ratio the token-weighted mean of the parts' ratios (each is a count over T_part·K or
+// T_part); padding_waste (E·C_total − kept) / (E·C_total) with C_total = `capacity` or, for sequence scope,
+// Σ capacity_per_sample (nullopt when dropless or E·C_total = 0). Parts with no token are allowed and
+// contribute nothing. Errors: parts with different E or S; no part at all.
+Result<Routing> join_routings(std::span<const Routing> parts);
+
+// A routing given as fixed top-k slots (a recorded trace or a workload generator, docs/numerics.md 2.3)
+// rather than computed by a router: token t's slots are topk_idx[t, 0..K) in that order with weights
+// topk_weights
+// (-1 = no expert: kept in place as a slot with gate 0, like a dropped token-choice slot). Statistics:
+// expert_load per expert, dropped_assignments = slots without an expert, dropped_tokens = tokens with none,
+// drop_ratio = dropped_assignments / (T·K), compute_cost = static_cost = T·K, k_per_sample = K per sample, no
+// capacity. Errors: sizes not T·K, T not a multiple of S, an id outside [-1, E) ("topk_idx[t][k]: ..."), one
+// expert twice in a token, a non-finite weight.
+Result<Routing> routing_from_topk(std::span<const std::int32_t> topk_idx, std::span<const float> topk_weights,
+                                  std::int64_t num_tokens, std::int64_t num_experts, std::int64_t top_k,
+                                  std::int64_t seq_len);
+
 // The dispatch form of a routing (docs/dispatch.md 5): topk_idx / topk_weights [num_tokens, width],
 // row-major, slots in slot order, padded with -1 / 0.0f.
 struct FixedTopk {

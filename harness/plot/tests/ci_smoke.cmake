@@ -1,9 +1,10 @@
 # README's main job, `ci/smoke`, after the build (--no-build), run by ctest as
 #   cmake -DSOURCE_DIR=... -DBUILD_DIR=... -DPYTHON=... -DWORK_DIR=... -P ci_smoke.cmake
 # with 3 timed iterations per point. Checks the exit code, that info.json and conformance.xml exist, that
-# every bench-<op>-<mode>.json (3 ops x 2 modes) validates against results-v1.schema.json, and that the
-# plot index lists the 12 figures of one platform (6 bandwidth, 3 LL latency, 3 per-platform bars), each as
-# PNG and SVG on disk, and that report.md holds the conformance verdict, bench rows and a link per figure.
+# every bench-<op>-<mode>.json (3 ops x 2 modes) and the layer step's bench-layer-*.json validate against
+# results-v1.schema.json, and that the plot index lists the 12 transport figures of one platform (6 bandwidth,
+# 3 LL latency, 3 per-platform bars) and some layer figures, each as PNG and SVG on disk, and that report.md
+# holds the conformance verdict, bench rows, the MoE layer section and a link per figure.
 file(REMOVE_RECURSE ${WORK_DIR})
 set(ENV{BUILD_DIR} ${BUILD_DIR})
 set(ENV{EPS_SMOKE_ITERS} 3)
@@ -14,7 +15,7 @@ message("stdout:\n${out}\nstderr:\n${err}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "ci/smoke exited with '${rc}'")
 endif()
-foreach(step IN ITEMS "[1/4] platform" "[2/4] conformance" "[3/4] bench" "[4/4] report")
+foreach(step IN ITEMS "[1/5] platform" "[2/5] conformance" "[3/5] bench" "[4/5] layer" "[5/5] report")
   string(FIND "${out}" "${step}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "no progress line '${step}'")
@@ -38,19 +39,28 @@ foreach(op IN ITEMS dispatch combine roundtrip)
     list(APPEND documents ${WORK_DIR}/bench-${op}-${mode}.json)
   endforeach()
 endforeach()
+file(GLOB layer_documents ${WORK_DIR}/bench-layer-*.json)
+if(NOT layer_documents)
+  message(FATAL_ERROR "the layer step wrote no ${WORK_DIR}/bench-layer-*.json")
+endif()
 execute_process(COMMAND ${PYTHON} ${SOURCE_DIR}/results/schema/validate_results.py
-                        ${SOURCE_DIR}/results/schema/results-v1.schema.json ${documents}
+                        ${SOURCE_DIR}/results/schema/results-v1.schema.json ${documents} ${layer_documents}
                 RESULT_VARIABLE valid_rc)
 if(NOT valid_rc EQUAL 0)
   message(FATAL_ERROR "a bench results document is not schema-valid")
 endif()
 file(READ ${WORK_DIR}/plots/plots.json index)
 string(JSON n_plots LENGTH "${index}" plots)
-if(NOT n_plots EQUAL 12)
-  message(FATAL_ERROR "plots.json lists ${n_plots} figures, expected 12")
-endif()
+set(n_transport_plots 0)
+set(n_layer_plots 0)
 math(EXPR last "${n_plots} - 1")
 foreach(i RANGE ${last})
+  string(JSON op GET "${index}" plots ${i} op)
+  if(op STREQUAL "layer")
+    math(EXPR n_layer_plots "${n_layer_plots} + 1")
+  else()
+    math(EXPR n_transport_plots "${n_transport_plots} + 1")
+  endif()
   foreach(j IN ITEMS 0 1)
     string(JSON name GET "${index}" plots ${i} files ${j})
     if(NOT EXISTS ${WORK_DIR}/plots/${name})
@@ -58,9 +68,16 @@ foreach(i RANGE ${last})
     endif()
   endforeach()
 endforeach()
-# report.md: the conformance verdict with counts, a bench row of each op, a link to each figure's PNG.
+if(NOT n_transport_plots EQUAL 12)
+  message(FATAL_ERROR "plots.json lists ${n_transport_plots} transport figures, expected 12")
+endif()
+if(n_layer_plots EQUAL 0)
+  message(FATAL_ERROR "plots.json lists no layer figure")
+endif()
+# report.md: the conformance verdict with counts, the layer section, a bench row of each op, a link to each
+# figure's PNG.
 file(READ ${WORK_DIR}/report.md report)
-foreach(expect IN ITEMS "PASS: " " 0 failed" "[PNG](plots/")
+foreach(expect IN ITEMS "PASS: " " 0 failed" "## MoE layer" "[PNG](plots/")
   string(FIND "${report}" "${expect}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "report.md does not contain '${expect}'")

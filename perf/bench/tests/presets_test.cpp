@@ -19,8 +19,9 @@ std::vector<std::int64_t> sweep_of(const Preset& p) {
 }
 
 TEST(Presets, TheSixPresetsOfSpec11) {
-  EXPECT_EQ(preset_names(), (std::vector<std::string>{"ht-deepseek-v3", "ll-deepseek-v3", "pplx-v2lite",
-                                                      "ec-dlm-owt", "ec-dlm-8b", "smoke"}));
+  EXPECT_EQ(preset_names(),
+            (std::vector<std::string>{"ht-deepseek-v3", "ll-deepseek-v3", "pplx-v2lite", "ec-dlm-owt",
+                                      "ec-dlm-8b", "smoke", "ec-dlm-owt-smoke", "ec-dlm-8b-smoke"}));
 }
 
 TEST(Presets, DeepSeekV3MatchesSpec11) {
@@ -106,7 +107,7 @@ TEST(Presets, UnknownNameListsTheValidNames) {
   EXPECT_EQ(
       r.status().message(),
       "--preset: unknown preset 'tiny'; valid: ht-deepseek-v3, ll-deepseek-v3, pplx-v2lite, ec-dlm-owt, "
-      "ec-dlm-8b, smoke");
+      "ec-dlm-8b, smoke, ec-dlm-owt-smoke, ec-dlm-8b-smoke");
 }
 
 TEST(Presets, RankCountThatDoesNotDivideTheExpertsIsRefused) {

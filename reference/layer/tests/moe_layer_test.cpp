@@ -11,6 +11,7 @@
 #include "reference/expert/expert_kernel.hpp"
 #include "reference/layer/combine.hpp"
 #include "reference/layer/moe_layer.hpp"
+#include "reference/numerics/quant.hpp"
 
 namespace eps {
 namespace {
@@ -353,6 +354,105 @@ TEST(MoeLayer, ErrorsNameTheField) {
   bad.x.resize(3);
   EXPECT_EQ(run_moe_layer(small_config(ec_router(2)), bad).status().message(),
             "x: expected T x H = 48 x 32 values, got 3");
+}
+
+// docs/layer.md 4.4: with routing groups every group (a rank's tokens) is routed on its own, so token-choice
+// capacity holds per group; the joined routing is the concatenation of the groups' routings.
+TEST(MoeLayer, RoutingGroupsRouteEachGroupOnItsOwn) {
+  routing::TokenChoiceConfig tc = tc_router(2);
+  tc.capacity = routing::CapacityFormula::kMegatron;
+  tc.capacity_factor = 0.5;
+  MoeLayerConfig c = small_config(tc);  // T = 48, S = 16
+  c.routing_groups = {16, 0, 32};
+  const MoeLayerInputs in = generate_moe_layer_inputs(c).value();
+  const MoeLayerResult r = run_moe_layer(c, in).value();
+  std::vector<std::int32_t> experts;
+  std::vector<float> gates;
+  std::int64_t capacity = 0, dropped = 0;
+  std::int64_t first = 0;
+  for (std::int64_t n : {16, 32}) {
+    const routing::RoutingInput part{
+        std::span<const float>(in.logits).subspan(first * 8, n * 8), n, 8, 16, {}};
+    const routing::Routing routed = routing::route(c.router, part).value();
+    experts.insert(experts.end(), routed.slot_expert.begin(), routed.slot_expert.end());
+    gates.insert(gates.end(), routed.slot_gate.begin(), routed.slot_gate.end());
+    capacity += *routed.capacity;  // megatron: ceil(16·2/8·0.5) = 2, ceil(32·2/8·0.5) = 4
+    dropped += routed.dropped_assignments;
+    first += n;
+  }
+  EXPECT_EQ(r.routing.slot_expert, experts);
+  EXPECT_EQ(r.routing.slot_gate, gates);
+  ASSERT_TRUE(r.routing.capacity.has_value());
+  EXPECT_EQ(*r.routing.capacity, 6);
+  EXPECT_EQ(capacity, 6);
+  EXPECT_EQ(r.routing.dropped_assignments, dropped);
+  EXPECT_GT(dropped, 0);  // capacity 0.5 must drop something, else this test shows nothing
+  const double slots = 8.0 * 6.0;
+  EXPECT_DOUBLE_EQ(*r.routing.padding_waste, (slots - static_cast<double>(96 - dropped)) / slots);
+  EXPECT_DOUBLE_EQ(r.routing.drop_ratio, static_cast<double>(dropped) / 96.0);
+  // One group of all tokens has another capacity (ceil(48·2/8·0.5) = 6) and so drops differently.
+  c.routing_groups.clear();
+  EXPECT_EQ(*run_moe_layer(c, in).value().routing.capacity, 6);
+  EXPECT_NE(run_moe_layer(c, in).value().routing.slot_expert, experts);
+}
+
+TEST(MoeLayer, RoutingGroupsDoNotChangeSequenceScopeExpertChoice) {
+  MoeLayerConfig c = small_config(ec_router(2));
+  const MoeLayerResult whole = run(c);
+  c.routing_groups = {32, 0, 16};
+  const MoeLayerResult grouped = run(c);
+  EXPECT_EQ(grouped.routing.slot_expert, whole.routing.slot_expert);
+  EXPECT_EQ(grouped.routing.capacity_per_sample, whole.routing.capacity_per_sample);
+  ASSERT_EQ(grouped.out.size(), whole.out.size());
+  for (std::size_t i = 0; i < whole.out.size(); ++i) ASSERT_EQ(grouped.out[i].bits, whole.out[i].bits) << i;
+}
+
+// With fp8 dispatch the routed experts see the fp8 round trip of x (reference/numerics/quant.hpp,
+// power-of-two scales) and the shared experts x itself: the routed output equals that of a bf16 layer fed the
+// round trip.
+TEST(MoeLayer, Fp8DispatchFeedsTheRoundTripToRoutedExperts) {
+  MoeLayerConfig c = small_config(ec_router(2));
+  c.hidden = 128;
+  c.num_shared = 1;
+  const MoeLayerInputs in = generate_moe_layer_inputs(c).value();
+  const Fp8Batch batch = quantize_fp8_per_token(in.x, 48, 128, Fp8ScaleMode::kRoundScale).value();
+  const std::vector<float> values = dequantize_fp8_per_token(batch).value();
+  MoeLayerInputs round_trip = in;
+  bool changed = false;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    round_trip.x[i] = bf16::from_float(values[i]);
+    ASSERT_EQ(round_trip.x[i].to_float(), values[i]) << "not exact in bf16 at " << i;
+    changed = changed || round_trip.x[i].bits != in.x[i].bits;
+  }
+  ASSERT_TRUE(changed);  // else fp8 and bf16 would agree trivially
+  c.dispatch_dtype = dispatch::PayloadType::kFp8;
+  const MoeLayerResult fp8 = run_moe_layer(c, in).value();
+  c.dispatch_dtype = dispatch::PayloadType::kBf16;
+  const MoeLayerResult expected = run_moe_layer(c, round_trip).value();
+  const MoeLayerResult plain = run_moe_layer(c, in).value();
+  std::int64_t differ_from_plain = 0;
+  for (std::size_t i = 0; i < fp8.routed.size(); ++i) {
+    ASSERT_EQ(fp8.routed[i].bits, expected.routed[i].bits) << i;
+    differ_from_plain += fp8.routed[i].bits != plain.routed[i].bits;
+  }
+  EXPECT_GT(differ_from_plain, 0);
+}
+
+TEST(MoeLayer, RoutingGroupAndFp8Errors) {
+  MoeLayerConfig c = small_config(ec_router(2));
+  c.routing_groups = {16, 8, 24};
+  EXPECT_EQ(validate_moe_layer_config(c).message(),
+            "routing_groups[1]: 8 tokens is not a multiple of seq_len 16");
+  c.routing_groups = {16, 16};
+  EXPECT_EQ(validate_moe_layer_config(c).message(),
+            "routing_groups: the groups hold 32 tokens, expected T = 48");
+  c.routing_groups = {-16, 64};
+  EXPECT_EQ(validate_moe_layer_config(c).message(), "routing_groups[0]: must be in [0, 48], got -16");
+  c.routing_groups.clear();
+  c.dispatch_dtype = dispatch::PayloadType::kFp8;
+  EXPECT_EQ(validate_moe_layer_config(c).message(),
+            "dispatch_dtype: fp8 needs hidden to be a multiple of 128, got 32");
+  EXPECT_EQ(routing::join_routings({}).status().message(), "parts: need at least one routing to join");
 }
 
 }  // namespace

@@ -74,5 +74,33 @@ TEST(Router, ValidateDispatchesOnTheVariant) {
   EXPECT_EQ(validate_router(ec, 8, "router.").message(), "router.k: must be in [1, 8], got 9");
 }
 
+// A given routing (a trace): slots as given, -1 kept as a gate-0 slot, statistics counted by hand here.
+TEST(RoutingFromTopk, KeepsTheSlotsAndCountsByHand) {
+  const std::vector<std::int32_t> idx = {2, -1, 0, 1, -1, -1, 3, 2};
+  const std::vector<float> w = {0.5f, 9.0f, 0.25f, 0.75f, 1.0f, 1.0f, 0.125f, 0.375f};
+  const Routing r = routing_from_topk(idx, w, 4, 4, 2, 2).value();
+  EXPECT_EQ(r.slot_expert, idx);
+  EXPECT_EQ(r.slot_gate, (std::vector<float>{0.5f, 0.0f, 0.25f, 0.75f, 0.0f, 0.0f, 0.125f, 0.375f}));
+  EXPECT_EQ(r.slot_begin, (std::vector<std::int64_t>{0, 2, 4, 6, 8}));
+  EXPECT_EQ(r.expert_load, (std::vector<std::int64_t>{1, 1, 2, 1}));
+  EXPECT_EQ(r.dropped_assignments, 3);
+  EXPECT_EQ(r.dropped_tokens, 1);
+  EXPECT_DOUBLE_EQ(r.drop_ratio, 3.0 / 8.0);
+  EXPECT_EQ(r.k_per_sample, (std::vector<std::int64_t>{2, 2}));
+  EXPECT_FALSE(r.capacity.has_value());
+}
+
+TEST(RoutingFromTopk, ErrorsNameTheSlot) {
+  const std::vector<float> w(4, 1.0f);
+  EXPECT_EQ(routing_from_topk(std::vector<std::int32_t>{0, 4, 1, 2}, w, 2, 4, 2, 1).status().message(),
+            "topk_idx[0][1]: must be in [-1, 3], got 4");
+  EXPECT_EQ(routing_from_topk(std::vector<std::int32_t>{0, 1, 2, 2}, w, 2, 4, 2, 1).status().message(),
+            "topk_idx[1][1]: expert 2 appears twice in token 1");
+  EXPECT_EQ(routing_from_topk(std::vector<std::int32_t>{0, 1, 2}, w, 2, 4, 2, 1).status().message(),
+            "topk_idx: expected T·K = 2·2 ids and weights, got 3 and 4");
+  EXPECT_EQ(routing_from_topk(std::vector<std::int32_t>{0, 1, 2, 3}, w, 2, 4, 2, 4).status().message(),
+            "seq_len: T = 2 tokens is not a multiple of seq_len 4");
+}
+
 }  // namespace
 }  // namespace eps::routing
