@@ -21,12 +21,12 @@ struct DistributedLayer::Buffers {
   Buffer topk_idx, topk_weights;  // [T_r, K]
   Buffer recv_x, recv_scales, recv_topk_idx, recv_topk_weights, recv_weights;
   Buffer recv_counts, packed_count, src_info, layout_range;
-  Buffer dequantized, expert_in;  // fp8: [rows, H] fp32 and bf16
-  Buffer gather_rows, gathered;   // rank-major: row list and the gathered rows of one expert
-  Buffer pair_y, slot_rows;       // rank-major: expert outputs per (row, slot), [rows, K] index into pair_y
-  Buffer combine_x;               // what combine takes: [rows or L·C, H]
-  Buffer stacked;                 // [(1 + shared) · T_r, H]: routed, then each shared expert's output
-  std::int64_t recv_rows = 0;     // rows of every HT row array; L·C for ll
+  Buffer expert_in;              // fp8: the dequantized rows [rows, H]
+  Buffer gather_rows, gathered;  // rank-major: row list and the gathered rows of one expert
+  Buffer pair_y, slot_rows;      // rank-major: expert outputs per (row, slot), [rows, K] index into pair_y
+  Buffer combine_x;              // what combine takes: [rows or L·C, H]
+  Buffer stacked;                // [(1 + shared) · T_r, H]: routed, then each shared expert's output
+  std::int64_t recv_rows = 0;    // rows of every HT row array; L·C for ll
 };
 
 namespace {
@@ -289,17 +289,19 @@ Result<const bf16*> DistributedLayer::expert_input(std::int64_t first_row, std::
   if (spec_.dtype == dispatch::PayloadType::kBf16) return b.recv_x.as<const bf16>() + first_row * h;
   // fp8: codes · power-of-two scale is a bf16, so the expert sees the round trip exactly (moe_layer.hpp step
   // 3).
-  EPS_RETURN_IF_ERROR(
-      ensure(device_, b.dequantized, static_cast<std::size_t>(b.recv_rows * h) * sizeof(float)));
   EPS_RETURN_IF_ERROR(ensure(device_, b.expert_in, static_cast<std::size_t>(b.recv_rows * h) * sizeof(bf16)));
   const std::int64_t scale_bytes = scale_columns(spec_) * 4;
-  float* wide = b.dequantized.as<float>() + first_row * h;
   bf16* narrow = b.expert_in.as<bf16>() + first_row * h;
-  EPS_RETURN_IF_ERROR(
-      device_.run(device::Fp8DequantizeArgs{b.recv_x.as<const std::uint8_t>() + first_row * h, h,
-                                            b.recv_scales.as<const std::byte>() + first_row * scale_bytes,
-                                            scale_bytes, wide, h, rows, spec_.hidden}));
-  EPS_RETURN_IF_ERROR(device_.run(device::RoundBf16Args{wide, h, rows, spec_.hidden, narrow, h}));
+  device::Fp8DequantizeArgs args{b.recv_x.as<const std::uint8_t>() + first_row * h,
+                                 h,
+                                 b.recv_scales.as<const std::byte>() + first_row * scale_bytes,
+                                 scale_bytes,
+                                 nullptr,
+                                 h,
+                                 rows,
+                                 spec_.hidden};
+  args.out_bf16 = narrow;
+  EPS_RETURN_IF_ERROR(device_.run(args));
   return narrow;
 }
 

@@ -45,7 +45,8 @@ struct Fp8QuantizeArgs {
   Fp8ScaleMode mode = Fp8ScaleMode::kAmax;
 };
 
-// out[i, c] = fp32(codes[i, c]) * scale[i, c / 128] (docs/numerics.md 1.2).
+// out[i, c] = fp32(codes[i, c]) * scale[i, c / 128] (docs/numerics.md 1.2); with out_bf16 set instead of out,
+// bf16 of that value (exact for power-of-two scales: an e4m3 significand times 2^k), at the same stride.
 struct Fp8DequantizeArgs {
   const std::uint8_t* codes = nullptr;
   std::int64_t codes_stride_bytes = 0;
@@ -55,6 +56,7 @@ struct Fp8DequantizeArgs {
   std::int64_t out_stride = 0;
   std::int64_t rows = 0;
   std::int32_t hidden = 0;
+  bf16* out_bf16 = nullptr;
 };
 
 // The ll-weighted combine tree (docs/dispatch.md 5.5): out[t] = bf16(sum over k ascending with

@@ -89,8 +89,13 @@ EPS_HD inline void fp8_dequantize_body(std::int64_t i, const Fp8DequantizeArgs& 
   const std::int64_t g = i % groups;
   float scale = 0.0f;
   memcpy(&scale, a.scales + row * a.scales_stride_bytes + g * 4, 4);
-  fp8_dequantize_group(a.codes + row * a.codes_stride_bytes + g * kFp8GroupSize, scale,
-                       a.out + row * a.out_stride + g * kFp8GroupSize);
+  const std::uint8_t* codes = a.codes + row * a.codes_stride_bytes + g * kFp8GroupSize;
+  if (a.out_bf16 == nullptr) {
+    fp8_dequantize_group(codes, scale, a.out + row * a.out_stride + g * kFp8GroupSize);
+    return;
+  }
+  bf16* out = a.out_bf16 + row * a.out_stride + g * kFp8GroupSize;
+  for (int c = 0; c < kFp8GroupSize; ++c) out[c] = bf16::from_float(fp8_dequantize_value(codes[c], scale));
 }
 
 // ---- combine_ll / combine_ht: one index per (token, block of 64 channels).

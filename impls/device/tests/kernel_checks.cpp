@@ -154,6 +154,25 @@ AssertionResult check_fp8(Device& device) {
     const std::vector<float> got_x = download<float>(device, d_out, kRows * kHidden);
     AssertionResult deq_ok = bits_equal("fp8 dequantize", want_x.data(), got_x.data(), want_x.size());
     if (!deq_ok) return deq_ok;
+    // The bf16 output: bf16 of the same values.
+    std::vector<bf16> want_narrow(want_x.size());
+    for (std::size_t i = 0; i < want_x.size(); ++i) want_narrow[i] = bf16::from_float(want_x[i]);
+    Buffer d_narrow = poisoned<bf16>(device, kRows * kHidden);
+    Fp8DequantizeArgs narrow{d_records.as<std::uint8_t>(),
+                             kRecord,
+                             d_records.as<std::byte>() + kHidden,
+                             kRecord,
+                             nullptr,
+                             kHidden,
+                             kRows,
+                             kHidden};
+    narrow.out_bf16 = d_narrow.as<bf16>();
+    const Status deq_narrow = device.run(narrow);
+    if (!deq_narrow.ok()) return AssertionFailure() << deq_narrow.message();
+    AssertionResult narrow_ok =
+        bits_equal("fp8 dequantize to bf16", want_narrow.data(),
+                   download<bf16>(device, d_narrow, want_narrow.size()).data(), want_narrow.size());
+    if (!narrow_ok) return narrow_ok;
   }
   return AssertionSuccess();
 }
