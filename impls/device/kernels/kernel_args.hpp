@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "impls/channel/fifo.hpp"
 #include "reference/data/philox.hpp"
 #include "reference/numerics/bf16.hpp"
 #include "reference/numerics/quant_group.hpp"
@@ -172,6 +173,18 @@ struct SumRowsArgs {
   std::int32_t count = 0;
 };
 
+// Device-side producers of the command channel (docs/channel.md 7.3): index i pushes commands[i] into the
+// FIFO, one producer per index racing for slots as warps do (on the `cpu` device: host threads standing in
+// for warps). A push that still finds the ring full after max_polls polls of the tail gives up and adds 1 to
+// *gave_up (the channel is then stuck at its slot; the host's deadline reports it).
+struct FifoPushArgs {
+  channel::FifoView fifo{};
+  const channel::Command* commands = nullptr;
+  std::int64_t count = 0;
+  std::uint64_t max_polls = 0;
+  std::uint64_t* gave_up = nullptr;
+};
+
 // The kernels: X(CamelName, snake_name, Args). Backends expand this list, so a kernel added here is built
 // for every device; the GPU kernels are named eps_<snake_name>_kernel.
 #define EPS_DEVICE_KERNELS(X)                         \
@@ -186,7 +199,8 @@ struct SumRowsArgs {
   X(RoundBf16, round_bf16, RoundBf16Args)             \
   X(FillPayload, fill_payload, FillPayloadArgs)       \
   X(StreamBits, stream_bits, StreamBitsArgs)          \
-  X(SumRows, sum_rows, SumRowsArgs)
+  X(SumRows, sum_rows, SumRowsArgs)                   \
+  X(FifoPush, fifo_push, FifoPushArgs)
 
 enum class KernelId : std::int32_t {
 #define EPS_KERNEL_ID(camel, snake, args) k##camel,

@@ -261,6 +261,18 @@ EPS_HD inline void sum_rows_body(std::int64_t i, const SumRowsArgs& a) {
   a.out[i] = bf16::from_float(acc);
 }
 
+// ---- fifo_push: one index per command (one producer each).
+EPS_HD inline std::int64_t fifo_push_extent(const FifoPushArgs& a) { return a.count; }
+EPS_HD inline void fifo_push_body(std::int64_t i, const FifoPushArgs& a) {
+  channel::FifoProducer producer{a.fifo, 0};
+  std::uint64_t polls = 0;
+  const channel::PushOutcome outcome = channel::fifo_push(producer, a.commands[i], [&polls, &a] {
+    channel::producer_backoff(++polls);
+    return polls < a.max_polls;
+  });
+  if (outcome != channel::PushOutcome::kPushed) channel::fifo_atomics::fetch_add(a.gave_up, std::uint64_t{1});
+}
+
 EPS_HD inline std::int64_t stream_bits_extent(const StreamBitsArgs& a) {
   return static_cast<std::int64_t>(a.rows) * a.cols;
 }

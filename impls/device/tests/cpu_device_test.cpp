@@ -26,6 +26,7 @@ TEST_P(CpuKernels, Combine) { EXPECT_TRUE(testing::check_combine(*device_)); }
 TEST_P(CpuKernels, Expert) { EXPECT_TRUE(testing::check_expert(*device_)); }
 TEST_P(CpuKernels, Fills) { EXPECT_TRUE(testing::check_fills(*device_)); }
 TEST_P(CpuKernels, SumRows) { EXPECT_TRUE(testing::check_sum_rows(*device_)); }
+TEST_P(CpuKernels, FifoPush) { EXPECT_TRUE(testing::check_fifo_push(*device_)); }
 
 TEST_P(CpuKernels, RunsTheRequestedInstructionSet) {
   EXPECT_NE(device_->properties().architecture.find(cpu_isa_name(GetParam())), std::string::npos)

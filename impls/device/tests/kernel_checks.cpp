@@ -3,10 +3,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "impls/channel/fifo_host.hpp"
 #include "impls/device/device_expert.hpp"
 #include "reference/data/philox.hpp"
 #include "reference/data/values.hpp"
@@ -388,6 +391,49 @@ AssertionResult check_sum_rows(Device& device) {
     AssertionResult same = bits_equal(fmt::format("sum_rows of {} terms", count), want.data(),
                                       download<bf16>(device, d_out, want.size()).data(), want.size());
     if (!same) return same;
+  }
+  return AssertionSuccess();
+}
+
+AssertionResult check_fifo_push(Device& device) {
+  constexpr std::int64_t kCommands = 20000;
+  std::unique_ptr<channel::CommandFifo> fifo = value_or_throw(channel::CommandFifo::create(64, &device));
+  std::vector<channel::Command> commands;
+  for (std::int64_t i = 0; i < kCommands; ++i) {
+    commands.push_back(
+        channel::pack_command({channel::CommandType::kWrite, 0, static_cast<std::uint32_t>(i % 7),
+                               static_cast<std::uint32_t>(i % 5), 64, static_cast<std::uint64_t>(i), 0}));
+  }
+  Buffer d_commands = upload(device, commands);
+  Buffer d_gave_up = upload(device, std::vector<std::uint64_t>{0});
+  std::vector<int> seen(kCommands, 0);
+  std::int64_t popped = 0;
+  std::thread proxy([&] {
+    channel::FifoConsumer consumer(fifo->view());
+    const Deadline deadline(60);
+    while (popped < kCommands && !deadline.expired()) {
+      channel::Command c;
+      if (!consumer.try_pop(c)) {
+        consumer.publish_tail();
+        std::this_thread::yield();
+        continue;
+      }
+      if (c.local_offset() < kCommands) ++seen[c.local_offset()];
+      ++popped;
+    }
+    consumer.publish_tail();
+  });
+  const Status pushed = device.run(FifoPushArgs{fifo->view(), d_commands.as<channel::Command>(), kCommands,
+                                                std::uint64_t{1} << 32, d_gave_up.as<std::uint64_t>()});
+  const Status synced = pushed.ok() ? device.synchronize() : pushed;
+  if (!synced.ok()) fifo->close();
+  proxy.join();
+  if (!synced.ok()) return AssertionFailure() << synced.message();
+  const std::uint64_t gave_up = download<std::uint64_t>(device, d_gave_up, 1)[0];
+  if (gave_up != 0) return AssertionFailure() << gave_up << " producers gave up; " << fifo->describe();
+  if (popped != kCommands) return AssertionFailure() << "popped " << popped << " of " << kCommands;
+  for (std::int64_t i = 0; i < kCommands; ++i) {
+    if (seen[i] != 1) return AssertionFailure() << "command " << i << " arrived " << seen[i] << " times";
   }
   return AssertionSuccess();
 }

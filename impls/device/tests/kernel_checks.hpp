@@ -24,5 +24,9 @@ namespace eps::device::testing {
 ::testing::AssertionResult check_fills(Device& device);
 // sum_rows against docs/layer.md 4.3's shared-expert sum written out here, -0 terms included.
 ::testing::AssertionResult check_sum_rows(Device& device);
+// fifo_push: the device's producers push 20000 commands into a 64-slot FIFO in the device's pinned host
+// memory while a host thread pops them as a proxy does; every command arrives exactly once and no producer
+// gives up.
+::testing::AssertionResult check_fifo_push(Device& device);
 
 }  // namespace eps::device::testing

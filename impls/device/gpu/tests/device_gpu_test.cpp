@@ -52,6 +52,7 @@ TEST_P(GpuDevice, Combine) { EXPECT_TRUE(testing::check_combine(*device_)); }
 TEST_P(GpuDevice, Expert) { EXPECT_TRUE(testing::check_expert(*device_)); }
 TEST_P(GpuDevice, Fills) { EXPECT_TRUE(testing::check_fills(*device_)); }
 TEST_P(GpuDevice, SumRows) { EXPECT_TRUE(testing::check_sum_rows(*device_)); }
+TEST_P(GpuDevice, FifoPush) { EXPECT_TRUE(testing::check_fifo_push(*device_)); }
 
 TEST_P(GpuDevice, PropertiesNameTheDevice) {
   const DeviceProperties& p = device_->properties();

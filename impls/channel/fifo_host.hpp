@@ -1,0 +1,48 @@
+// The host side of a command FIFO (fifo.hpp): its memory and a host producer's push with a deadline.
+//
+// A CommandFifo owns one FIFO: the header and a power-of-two number of slots in memory both sides can reach.
+// Without a device that is ordinary host memory; with a device it is that device's pinned host memory
+// (Device::allocate kHost: cudaMallocHost / hipHostMalloc), which its kernels reach over PCIe, as the
+// command channel of docs/channel.md 7 needs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "impls/channel/fifo.hpp"
+#include "impls/device/device.hpp"
+#include "impls/runtime/deadline.hpp"
+
+namespace eps::channel {
+
+inline constexpr std::uint32_t kMaxFifoCapacity = 1u << 24;
+
+class CommandFifo {
+ public:
+  // capacity: a power of two in [2, kMaxFifoCapacity] (kInvalidArgument otherwise); device null = host
+  // memory.
+  static Result<std::unique_ptr<CommandFifo>> create(std::uint32_t capacity,
+                                                     device::Device* device = nullptr);
+  ~CommandFifo();
+  CommandFifo(const CommandFifo&) = delete;
+  CommandFifo& operator=(const CommandFifo&) = delete;
+
+  FifoView view() const { return view_; }
+  // Ends every producer's wait (kClosed): the proxy that drains this FIFO is gone.
+  void close();
+  // "FIFO head H, tail T, capacity C" for diagnostics.
+  std::string describe() const;
+
+ private:
+  CommandFifo() = default;
+  device::Buffer buffer_;              // with a device
+  std::unique_ptr<std::byte[]> host_;  // without one
+  FifoView view_;
+};
+
+// Pushes `command` from a host thread, waiting while the ring is full until `deadline`: kEnvironment naming
+// the FIFO's head and tail when it expires, kUnavailable when the FIFO was closed (its proxy is gone).
+Status fifo_push_until(FifoProducer& producer, const Command& command, const Deadline& deadline);
+
+}  // namespace eps::channel
