@@ -15,6 +15,8 @@
 #include <boost/lockfree/spsc_queue.hpp>
 
 #include "impls/channel/fifo_host.hpp"
+#include "impls/channel/proxy_engine.hpp"
+#include "impls/channel/tests/immediate_fabric.hpp"
 
 namespace eps::channel {
 namespace {
@@ -153,6 +155,33 @@ void BM_MutexQueue(benchmark::State& state) {
       });
 }
 BENCHMARK(BM_MutexQueue)->Arg(1)->Arg(4)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Proxy posting rate (docs/channel.md 7): one proxy thread drains one FIFO into a fabric whose puts complete
+// at once, the benchmark thread producing; items_per_second = commands posted per second by that proxy
+// thread.
+void BM_ProxyPosting(benchmark::State& state) {
+  testing::ImmediateFabric fabric(1);
+  ProxyEngineConfig config;
+  config.threads = 1;
+  config.fifo_capacity = kCapacity;
+  config.max_in_flight = 1024;
+  std::unique_ptr<ProxyEngine> engine =
+      ProxyEngine::start(config, fabric, [](const Command& c, int) -> Result<fabric::PutOp> {
+        return fabric::PutOp{0, 0, c.local_offset(), 0, c.remote_offset(), c.bytes(), std::nullopt, 0};
+      }).value();
+  FifoProducer producer{engine->fifo(0)};
+  for (auto _ : state) {
+    for (std::int64_t i = 0; i < kCommands; ++i) {
+      fifo_push(producer, command_of(i), [] {
+        std::this_thread::yield();
+        return true;
+      });
+    }
+    if (!engine->quiet(Deadline(60)).ok()) state.SkipWithError("proxy quiet failed");
+  }
+  state.SetItemsProcessed(state.iterations() * kCommands);
+}
+BENCHMARK(BM_ProxyPosting)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace eps::channel

@@ -1,0 +1,247 @@
+#include "impls/channel/proxy_engine.hpp"
+
+#include <optional>
+
+#include <fmt/format.h>
+
+namespace eps::channel {
+
+// What a proxy thread keeps of one FIFO. Counters read by other threads are atomic.
+struct ProxyEngine::FifoState {
+  FifoConsumer consumer;
+  std::optional<Command> pending;          // popped, not yet posted (in-flight cap or fabric backpressure)
+  CommandType held = CommandType::kWrite;  // kQuiet / kBarrier while such a command holds the FIFO
+  bool holding = false;
+  std::atomic<std::int64_t> handled{
+      0};  // commands popped and done with (posted, or a QUIET/BARRIER released)
+  std::atomic<std::int64_t> posted{0};
+  std::atomic<std::int64_t> completed{0};
+
+  bool drained() const {
+    return posted.load(std::memory_order_acquire) == completed.load(std::memory_order_acquire);
+  }
+};
+
+namespace {
+
+enum class Posted { kYes, kNotNow, kFailed };
+
+Status check_config(const ProxyEngineConfig& c) {
+  if (c.fifos < 1) return invalid_argument("fifos", "must be >= 1, got {}", c.fifos);
+  if (c.threads < 1 || c.threads > kMaxProxyThreads)
+    return out_of_range("proxy-threads", 1, kMaxProxyThreads, c.threads);
+  if (c.max_in_flight < 1) return invalid_argument("max_in_flight", "must be >= 1, got {}", c.max_in_flight);
+  if (c.batch < 1) return invalid_argument("batch", "must be >= 1, got {}", c.batch);
+  return Status();
+}
+
+}  // namespace
+
+ProxyEngine::ProxyEngine(const ProxyEngineConfig& config, fabric::Fabric& fabric, CommandToPut to_put)
+    : config_(config), fabric_(fabric), to_put_(std::move(to_put)) {}
+
+Result<std::unique_ptr<ProxyEngine>> ProxyEngine::start(const ProxyEngineConfig& config,
+                                                        fabric::Fabric& fabric, CommandToPut to_put) {
+  EPS_RETURN_IF_ERROR(check_config(config));
+  std::unique_ptr<ProxyEngine> engine(new ProxyEngine(config, fabric, std::move(to_put)));
+  for (int f = 0; f < config.fifos; ++f) {
+    EPS_ASSIGN_OR_RETURN(std::unique_ptr<CommandFifo> fifo,
+                         CommandFifo::create(config.fifo_capacity, config.device));
+    auto state = std::make_unique<FifoState>();
+    state->consumer = FifoConsumer(fifo->view());
+    engine->fifos_.push_back(std::move(fifo));
+    engine->states_.push_back(std::move(state));
+  }
+  const int threads = std::min(config.threads, config.fifos);
+  for (int t = 0; t < threads; ++t)
+    engine->threads_.emplace_back([e = engine.get(), t] { e->run_thread(t); });
+  return engine;
+}
+
+ProxyEngine::~ProxyEngine() { (void)stop(); }
+
+Status ProxyEngine::stop() {
+  stopping_.store(true, std::memory_order_release);
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  return status();
+}
+
+Status ProxyEngine::status() const {
+  std::lock_guard lock(error_mutex_);
+  return error_;
+}
+
+void ProxyEngine::fail(Status status) {
+  {
+    std::lock_guard lock(error_mutex_);
+    if (error_.ok()) error_ = std::move(status);
+  }
+  failed_.store(true, std::memory_order_release);
+  for (const auto& fifo : fifos_) fifo->close();
+}
+
+std::int64_t ProxyEngine::puts_posted() const {
+  std::int64_t n = 0;
+  for (const auto& s : states_) n += s->posted.load(std::memory_order_acquire);
+  return n;
+}
+
+std::vector<std::uint32_t> ProxyEngine::take_remote() {
+  std::lock_guard lock(remote_mutex_);
+  std::vector<std::uint32_t> out;
+  out.swap(remote_);
+  return out;
+}
+
+std::string ProxyEngine::describe_fifo(int index) const {
+  const FifoState& s = *states_[static_cast<std::size_t>(index)];
+  return fmt::format(
+      "FIFO {} (destination {}, proxy thread {}): {} commands claimed, {} handled, {} puts posted, {} "
+      "completed",
+      index, index, index % static_cast<int>(std::max<std::size_t>(threads_.size(), 1)),
+      fifo_atomics::load_acquire(&fifos_[static_cast<std::size_t>(index)]->view().header->head),
+      s.handled.load(), s.posted.load(), s.completed.load());
+}
+
+Status ProxyEngine::quiet(const Deadline& deadline) const {
+  for (std::size_t f = 0; f < states_.size(); ++f) {
+    const FifoState& s = *states_[f];
+    const std::uint64_t* head = &fifos_[f]->view().header->head;
+    int polls = 0;
+    while (static_cast<std::int64_t>(fifo_atomics::load_acquire(head)) !=
+               s.handled.load(std::memory_order_acquire) ||
+           !s.drained()) {
+      if (failed_.load(std::memory_order_acquire)) return status();
+      if (deadline.expired()) {
+        return Status(StatusCode::kEnvironment,
+                      fmt::format("proxy quiet timed out after {} s: {}", deadline.budget_seconds(),
+                                  describe_fifo(static_cast<int>(f))));
+      }
+      if (++polls % 64 == 0) std::this_thread::yield();
+    }
+  }
+  return status();
+}
+
+void ProxyEngine::run_thread(int thread) {
+  const int threads = std::min(config_.threads, config_.fifos);
+  while (!stopping_.load(std::memory_order_acquire) && !failed_.load(std::memory_order_acquire)) {
+    bool busy = false;
+    for (int f = thread; f < config_.fifos; f += threads) {
+      if (!serve_fifo(f, busy)) return;
+    }
+    if (!poll_fabric()) return;
+    if (!busy) std::this_thread::yield();
+  }
+}
+
+bool ProxyEngine::post(int index, const Command& command) {
+  Result<fabric::PutOp> op = to_put_(command, index);
+  if (!op.ok()) {
+    fail(Status(op.status().code(),
+                fmt::format("proxy: {} ({})", op.status().message(), describe_fifo(index))));
+    return false;
+  }
+  op->context = static_cast<std::uint64_t>(index);
+  Result<bool> posted = [&] {
+    std::lock_guard lock(fabric_mutex_);
+    return fabric_.try_put(*op);
+  }();
+  if (!posted.ok()) {
+    fail(posted.status());
+    return false;
+  }
+  if (!*posted) return false;
+  states_[static_cast<std::size_t>(index)]->posted.fetch_add(1, std::memory_order_acq_rel);
+  return true;
+}
+
+// Serves up to `batch` commands of FIFO `index`; false only when the engine failed.
+bool ProxyEngine::serve_fifo(int index, bool& busy) {
+  FifoState& s = *states_[static_cast<std::size_t>(index)];
+  const int threads = std::min(config_.threads, config_.fifos);
+  for (int n = 0; n < config_.batch; ++n) {
+    if (s.holding) {
+      if (!s.drained()) break;
+      if (s.held == CommandType::kBarrier) {
+        bool all = true;
+        for (int f = index % threads; f < config_.fifos; f += threads)
+          all = all && states_[static_cast<std::size_t>(f)]->drained();
+        if (!all) break;
+        barriers_.fetch_add(1, std::memory_order_acq_rel);
+      }
+      s.holding = false;
+      s.handled.fetch_add(1, std::memory_order_acq_rel);
+      busy = true;
+    }
+    Command c;
+    if (s.pending) {
+      c = *s.pending;
+    } else if (!s.consumer.try_pop(c)) {
+      break;
+    }
+    busy = true;
+    s.pending.reset();
+    switch (c.type()) {
+      case CommandType::kWrite: {
+        const std::int64_t in_flight =
+            s.posted.load(std::memory_order_relaxed) - s.completed.load(std::memory_order_acquire);
+        if (in_flight >= config_.max_in_flight) {
+          s.pending = c;
+          s.consumer.publish_tail();
+          return true;
+        }
+        if (!post(index, c)) {
+          if (failed_.load(std::memory_order_acquire)) return false;
+          s.pending = c;  // backpressure: poll, then try again
+          s.consumer.publish_tail();
+          return true;
+        }
+        s.handled.fetch_add(1, std::memory_order_acq_rel);
+        break;
+      }
+      case CommandType::kQuiet:
+      case CommandType::kBarrier:
+        s.holding = true;
+        s.held = c.type();
+        break;
+      case CommandType::kAtomic:
+      default:
+        fail(Status(
+            StatusCode::kUnavailable,
+            fmt::format("proxy: command type {} is not supported over this fabric (no remote atomics; {})",
+                        static_cast<std::uint32_t>(c.type()), describe_fifo(index))));
+        return false;
+    }
+  }
+  s.consumer.publish_tail();
+  return true;
+}
+
+bool ProxyEngine::poll_fabric() {
+  fabric::Completion completions[64];
+  for (;;) {
+    Result<std::size_t> n = [&] {
+      std::lock_guard lock(fabric_mutex_);
+      return fabric_.poll(completions);
+    }();
+    if (!n.ok()) {
+      fail(n.status());
+      return false;
+    }
+    for (std::size_t i = 0; i < *n; ++i) {
+      const fabric::Completion& c = completions[i];
+      if (c.kind == fabric::CompletionKind::kLocal) {
+        states_[static_cast<std::size_t>(c.context)]->completed.fetch_add(1, std::memory_order_acq_rel);
+      } else {
+        std::lock_guard lock(remote_mutex_);
+        remote_.push_back(c.imm);
+      }
+    }
+    if (*n < std::size(completions)) return true;
+  }
+}
+
+}  // namespace eps::channel

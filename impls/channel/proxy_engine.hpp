@@ -1,0 +1,104 @@
+// Proxy threads of the command channel (docs/channel.md 7.1-7.3): they drain command FIFOs and turn the
+// commands into fabric puts.
+//
+// Shape. One FIFO per destination rank (so every command for one (destination, channel) goes through one
+// FIFO, one proxy thread and one fabric); FIFO d belongs to proxy thread d % threads (default 4, at most one
+// per FIFO). A proxy thread loops over its FIFOs: it pops commands in FIFO order (slots retire strictly in
+// order; the tail is published per batch), turns each WRITE into a fabric put with `to_put` (called on that
+// thread, in FIFO order), keeps at most `max_in_flight` puts of a FIFO without a local completion, and polls
+// the fabric. QUIET holds its FIFO until every earlier put of it completed locally; BARRIER holds every FIFO
+// of its thread until all their earlier puts completed, then counts itself (barriers_passed). ATOMIC is
+// refused (the fabric interface has no remote atomics): the engine stops with kUnavailable.
+//
+// Completions. Local completions retire puts by counting (docs/channel.md 7.2: quiet counts outstanding
+// puts); remote completions (received immediates) are queued for the owner, who takes them with
+// take_remote().
+//
+// Threads. All fabric calls of the engine are serialized by one mutex (fabric backends are not thread-safe);
+// `to_put` runs on the FIFO's thread only. The first error of any proxy thread (a fabric failure, a refused
+// command) stops every thread, closes every FIFO (producers waiting for a slot return kUnavailable) and is
+// returned by status(), quiet() and stop().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "impls/channel/fifo_host.hpp"
+#include "impls/fabric/fabric.hpp"
+#include "impls/runtime/deadline.hpp"
+
+namespace eps::channel {
+
+inline constexpr int kDefaultProxyThreads = 4;
+inline constexpr int kMaxProxyThreads = 64;
+
+struct ProxyEngineConfig {
+  int fifos = 1;  // one per destination rank
+  int threads = kDefaultProxyThreads;
+  std::uint32_t fifo_capacity = 1024;
+  int max_in_flight = 64;            // puts of one FIFO without a local completion
+  int batch = 32;                    // commands a thread pops from one FIFO before moving on
+  device::Device* device = nullptr;  // FIFOs in its pinned host memory; null = host memory
+};
+
+// The fabric put of a WRITE command popped from FIFO `fifo` (the engine sets the put's context).
+using CommandToPut = std::function<Result<fabric::PutOp>(const Command& command, int fifo)>;
+
+class ProxyEngine {
+ public:
+  // Validates the config (threads in [1, kMaxProxyThreads], fifos >= 1, capacity a power of two, caps >= 1),
+  // creates the FIFOs and starts the threads.
+  static Result<std::unique_ptr<ProxyEngine>> start(const ProxyEngineConfig& config, fabric::Fabric& fabric,
+                                                    CommandToPut to_put);
+  ~ProxyEngine();  // stop()
+
+  // The FIFO of destination `fifo` (producers push through it).
+  FifoView fifo(int index) const { return fifos_[static_cast<std::size_t>(index)]->view(); }
+  int threads() const { return static_cast<int>(threads_.size()); }
+
+  // Waits until every command pushed so far was popped and every put it made completed locally (counting,
+  // docs/channel.md 7.2), polling nothing itself (the proxy threads drive progress). kEnvironment at the
+  // deadline naming the first FIFO still busy; the engine's error if it stopped.
+  Status quiet(const Deadline& deadline) const;
+  // Received immediates since the last call, in arrival order.
+  std::vector<std::uint32_t> take_remote();
+  // Ok while running; the first error of any thread once one failed.
+  Status status() const;
+  std::int64_t barriers_passed() const { return barriers_.load(std::memory_order_acquire); }
+  std::int64_t puts_posted() const;
+  // Stops and joins the threads (idempotent); returns status().
+  Status stop();
+
+ private:
+  struct FifoState;
+  ProxyEngine(const ProxyEngineConfig& config, fabric::Fabric& fabric, CommandToPut to_put);
+  void run_thread(int thread);
+  bool serve_fifo(int index, bool& busy);
+  bool post(int index, const Command& command);
+  bool poll_fabric();
+  void fail(Status status);
+  std::string describe_fifo(int index) const;
+
+  ProxyEngineConfig config_;
+  fabric::Fabric& fabric_;
+  CommandToPut to_put_;
+  std::vector<std::unique_ptr<CommandFifo>> fifos_;
+  std::vector<std::unique_ptr<FifoState>> states_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> failed_{false};
+  std::atomic<std::int64_t> barriers_{0};
+  mutable std::mutex fabric_mutex_;  // every fabric call
+  mutable std::mutex error_mutex_;
+  Status error_;
+  std::mutex remote_mutex_;
+  std::vector<std::uint32_t> remote_;
+};
+
+}  // namespace eps::channel
