@@ -148,7 +148,7 @@ std::string capability_table() {
 
 SuiteCommand::SuiteCommand()
     : params_(Params::from_catalog({"strict", "timeout", "transport", "device", "fabric", "signal", "chaos",
-                                    "allow-unsafe", "iface"})) {}
+                                    "allow-unsafe", "iface", "proxy-threads"})) {}
 
 void SuiteCommand::bind(CLI::App& app) {
   params_->bind(app);

@@ -140,12 +140,14 @@ class Driver:
     # chaos fabric) must be caught (exit 1); unsafe or malformed fabric choices are refused once (exit 2);
     # a safe strategy under chaos passes.
     def fabric_cli(self):
+        for transport in ("direct", "proxy"):
+            p = self.run(2, self.args.epsuite, "check", "--transport", transport, "--timeout", "30", "--fabric",
+                         "libfabric:shm", "--signal", "fabric-order", "--chaos", "seed=1", "--allow-unsafe",
+                         timeout=300)
+            self.expect(p.returncode == 1 and "FAILED" in p.stdout,
+                        f"negative control ({transport}): exit {p.returncode}, expected 1 (the chaos fabric must "
+                        "break fabric-order)", p)
         check = [self.args.epsuite, "check", "--transport", "direct", "--timeout", "30"]
-        p = self.run(2, *check, "--fabric", "libfabric:shm", "--signal", "fabric-order", "--chaos", "seed=1",
-                     "--allow-unsafe", timeout=300)
-        self.expect(p.returncode == 1 and "FAILED" in p.stdout,
-                    f"negative control: exit {p.returncode}, expected 1 (the chaos fabric must break "
-                    "fabric-order)", p)
         p = self.run(2, *check, "--fabric", "libfabric:shm", "--signal", "fabric-order", "--chaos", "seed=1")
         self.expect(p.returncode == 2 and "fabric-order needs an ordered fabric" in p.stderr
                     and "--allow-unsafe" in p.stderr and p.stderr.count("epsuite: error") == 1,

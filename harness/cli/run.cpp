@@ -66,8 +66,8 @@ std::string layer_summary(const LayerBench& bench, const bench::BenchOutcome& ou
 
 std::vector<ParamSpec> run_param_specs() {
   std::vector<ParamSpec> specs;
-  for (std::string_view name :
-       {"transport", "timeout", "strict", "device", "fabric", "signal", "chaos", "allow-unsafe", "iface"}) {
+  for (std::string_view name : {"transport", "timeout", "strict", "device", "fabric", "signal", "chaos",
+                                "allow-unsafe", "iface", "proxy-threads"}) {
     specs.push_back(param_spec(name));
   }
   for (ParamSpec& spec : preset_param_specs()) specs.push_back(std::move(spec));
@@ -117,7 +117,8 @@ Result<std::unique_ptr<Params>> bench_params(const Params& run, const std::strin
       {"signal", run.string("signal")},
       {"chaos", run.string("chaos")},
       {"allow-unsafe", run.enabled("allow-unsafe") ? "true" : "false"},
-      {"iface", run.string("iface")}};
+      {"iface", run.string("iface")},
+      {"proxy-threads", std::to_string(run.integer("proxy-threads"))}};
   if (run.source("tokens") != ParamSource::kDefault) values["tokens"] = run.sweep("tokens").text;
   for (const auto& [name, value] : overrides) values[name] = value;
   std::vector<ParamSpec> specs = bench::bench_param_specs();

@@ -9,7 +9,9 @@ namespace eps::channel {
 // What a proxy thread keeps of one FIFO. Counters read by other threads are atomic.
 struct ProxyEngine::FifoState {
   FifoConsumer consumer;
-  std::optional<Command> pending;          // popped, not yet posted (in-flight cap or fabric backpressure)
+  std::optional<Command> pending;  // popped, not yet posted (in-flight cap or fabric backpressure)
+  // Its put once made: to_put runs once per command (it may be stateful, e.g. a sequence number per peer).
+  std::optional<fabric::PutOp> pending_put;
   CommandType held = CommandType::kWrite;  // kQuiet / kBarrier while such a command holds the FIFO
   bool holding = false;
   std::atomic<std::int64_t> handled{
@@ -133,28 +135,54 @@ void ProxyEngine::run_thread(int thread) {
       if (!serve_fifo(f, busy)) return;
     }
     if (!poll_fabric()) return;
-    if (!busy) std::this_thread::yield();
+    if (!busy) {
+      if (!flush_when_waiting(thread, threads)) return;
+      std::this_thread::yield();
+    }
   }
 }
 
-bool ProxyEngine::post(int index, const Command& command) {
-  Result<fabric::PutOp> op = to_put_(command, index);
-  if (!op.ok()) {
-    fail(Status(op.status().code(),
-                fmt::format("proxy: {} ({})", op.status().message(), describe_fifo(index))));
+// An idle thread with puts in flight hands them all to the provider: a fabric that holds puts back (the chaos
+// decorator) would otherwise keep them until a quiet that only the proxies could issue.
+bool ProxyEngine::flush_when_waiting(int thread, int threads) {
+  bool waiting = false;
+  for (int f = thread; f < config_.fifos && !waiting; f += threads)
+    waiting = !states_[static_cast<std::size_t>(f)]->drained();
+  if (!waiting) return true;
+  const Status flushed = [&] {
+    std::lock_guard lock(fabric_mutex_);
+    return fabric_.flush(Deadline(config_.flush_timeout_seconds));
+  }();
+  if (!flushed.ok()) {
+    fail(flushed);
     return false;
   }
-  op->context = static_cast<std::uint64_t>(index);
+  return true;
+}
+
+bool ProxyEngine::post(int index, const Command& command) {
+  FifoState& s = *states_[static_cast<std::size_t>(index)];
+  if (!s.pending_put) {
+    Result<fabric::PutOp> op = to_put_(command, index);
+    if (!op.ok()) {
+      fail(Status(op.status().code(),
+                  fmt::format("proxy: {} ({})", op.status().message(), describe_fifo(index))));
+      return false;
+    }
+    op->context = static_cast<std::uint64_t>(index);
+    s.pending_put = *op;
+  }
   Result<bool> posted = [&] {
     std::lock_guard lock(fabric_mutex_);
-    return fabric_.try_put(*op);
+    return fabric_.try_put(*s.pending_put);
   }();
   if (!posted.ok()) {
     fail(posted.status());
     return false;
   }
   if (!*posted) return false;
-  states_[static_cast<std::size_t>(index)]->posted.fetch_add(1, std::memory_order_acq_rel);
+  s.pending_put.reset();
+  s.posted.fetch_add(1, std::memory_order_acq_rel);
   return true;
 }
 

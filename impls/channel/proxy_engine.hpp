@@ -10,9 +10,10 @@
 // of its thread until all their earlier puts completed, then counts itself (barriers_passed). ATOMIC is
 // refused (the fabric interface has no remote atomics): the engine stops with kUnavailable.
 //
-// Completions. Local completions retire puts by counting (docs/channel.md 7.2: quiet counts outstanding
-// puts); remote completions (received immediates) are queued for the owner, who takes them with
-// take_remote().
+// An idle thread whose FIFOs have puts in flight flushes the fabric (a fabric that holds puts back, like the
+// chaos decorator, releases them only then). Completions. Local completions retire puts by counting
+// (docs/channel.md 7.2: quiet counts outstanding puts); remote completions (received immediates) are queued
+// for the owner, who takes them with take_remote().
 //
 // Threads. All fabric calls of the engine are serialized by one mutex (fabric backends are not thread-safe);
 // `to_put` runs on the FIFO's thread only. The first error of any proxy thread (a fabric failure, a refused
@@ -45,9 +46,12 @@ struct ProxyEngineConfig {
   int max_in_flight = 64;            // puts of one FIFO without a local completion
   int batch = 32;                    // commands a thread pops from one FIFO before moving on
   device::Device* device = nullptr;  // FIFOs in its pinned host memory; null = host memory
+  double flush_timeout_seconds = kDefaultTimeoutSeconds;  // an idle thread's Fabric::flush
 };
 
-// The fabric put of a WRITE command popped from FIFO `fifo` (the engine sets the put's context).
+// The fabric put of a WRITE command popped from FIFO `fifo` (the engine sets the put's context). Called once
+// per command, on the FIFO's thread, in FIFO order, also when the fabric pushes the put back and it is
+// retried.
 using CommandToPut = std::function<Result<fabric::PutOp>(const Command& command, int fifo)>;
 
 class ProxyEngine {
@@ -82,6 +86,7 @@ class ProxyEngine {
   bool serve_fifo(int index, bool& busy);
   bool post(int index, const Command& command);
   bool poll_fabric();
+  bool flush_when_waiting(int thread, int threads);
   void fail(Status status);
   std::string describe_fifo(int index) const;
 

@@ -11,8 +11,9 @@
 namespace eps::fabric {
 
 FabricSelection fabric_selection_from(const Params& params) {
-  return FabricSelection{params.string("fabric"), params.string("signal"), params.string("chaos"),
-                         params.enabled("allow-unsafe"), params.string("iface")};
+  return FabricSelection{params.string("fabric"), params.string("signal"),
+                         params.string("chaos"),  params.enabled("allow-unsafe"),
+                         params.string("iface"),  static_cast<int>(params.integer("proxy-threads"))};
 }
 
 Status validate_fabric_selection(const FabricSelection& s) {

@@ -23,9 +23,10 @@ struct FabricSelection {
   std::string chaos;  // --chaos spec; empty = no chaos decorator
   bool allow_unsafe = false;  // permit fabric-order on an unordered fabric (the negative control)
   std::string iface;          // --iface: network interface of socket fabrics; empty = FI_TCP_IFACE or lo
+  int proxy_threads = 4;      // --proxy-threads: CPU proxy threads per rank of the proxy transport
 };
 
-// The selection of the --fabric, --signal, --chaos, --allow-unsafe and --iface parameters.
+// The selection of the --fabric, --signal, --chaos, --allow-unsafe, --iface and --proxy-threads parameters.
 FabricSelection fabric_selection_from(const Params& params);
 
 Status validate_fabric_selection(const FabricSelection& selection);

@@ -74,6 +74,12 @@ std::vector<ParamSpec> make_catalog() {
        .help = "Where the data path runs and the transports' buffers live (docs/devices.md): cpu (kernels "
                "on host threads), cuda, hip (a GPU per rank on a node; cuda:N / hip:N pins ordinal N), "
                "or auto (a GPU when one is present, else cpu)"});
+  c.push_back({.name = "proxy-threads",
+               .kind = ParamKind::kInteger,
+               .default_text = "4",
+               .help = "CPU proxy threads per rank of the proxy transport (docs/channel.md 7.3)",
+               .int_min = 1,
+               .int_max = 64});
   c.push_back({.name = "allow-unsafe",
                .kind = ParamKind::kSwitch,
                .default_text = "false",

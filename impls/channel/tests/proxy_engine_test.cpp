@@ -2,6 +2,7 @@
 // once and in FIFO order, the in-flight cap and QUIET hold puts back, backpressure is retried, BARRIER
 // counts, quiet counts, an unsupported command stops the engine and releases waiting producers, bad configs
 // are refused.
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -76,6 +77,23 @@ TEST(ProxyEngine, EveryWriteReachesTheFabricOnceInFifoOrder) {
   const std::vector<std::uint32_t> remote = engine->take_remote();
   EXPECT_EQ(remote.size(), static_cast<std::size_t>(6 * kEach));
   EXPECT_TRUE(engine->stop().ok());
+}
+
+// A put the fabric pushes back is retried as made: to_put (which may hand out sequence numbers) runs once per
+// command.
+TEST(ProxyEngine, BackpressureRetriesThePutWithoutMakingItAgain) {
+  ImmediateFabric fabric(1, 2);  // every second try pushed back
+  std::atomic<int> made{0};
+  fabric.record = true;
+  auto engine = ProxyEngine::start({}, fabric, [&made](const Command& c, int) -> Result<fabric::PutOp> {
+                  return fabric::PutOp{0, 0, 0, 0, 0, c.bytes(), static_cast<std::uint32_t>(made++), 0};
+                }).value();
+  for (std::uint32_t i = 0; i < 500; ++i) push(*engine, 0, write(0, i));
+  ASSERT_TRUE(engine->quiet(Deadline(10)).ok());
+  EXPECT_EQ(made.load(), 500);
+  const std::vector<fabric::PutOp> puts = fabric.recorded();
+  ASSERT_EQ(puts.size(), 500u);
+  for (std::uint32_t i = 0; i < 500; ++i) EXPECT_EQ(*puts[i].imm, i);
 }
 
 TEST(ProxyEngine, InFlightCapHoldsPutsUntilCompletions) {

@@ -13,123 +13,15 @@
 #include "impls/fabric/signal/signal_strategy.hpp"
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
+#include "impls/transport/direct/direct_transport_impl.hpp"
 #include "impls/transport/transport_common.hpp"
 
-namespace eps::transport {
-namespace {
-
-using fabric::Completion;
-using fabric::CompletionKind;
-using fabric::PutOp;
-
-// Put contexts: bit 0 = parity of the operation, bit 1 = signal put.
-constexpr std::uint64_t kSignalBit = 2;
-constexpr std::size_t kMaxDirectPutBytes = std::size_t{4} << 20;
-constexpr std::size_t kSlotHeaderBytes = 16;  // token, slot, expert, weight (docs/dispatch.md 5.6)
-
-std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
-
-// A contiguous run of records to one destination slot: send-region offset, receive-region offset (within
-// the parity), record count, channel.
-struct Piece {
-  std::size_t local_offset = 0;
-  std::size_t remote_offset = 0;
-  int records = 0;
-  int channel = 0;
-};
-
-// RoutedHandle (keys: destination for rank-major, global expert for LL) plus what combine needs.
-class DirectHandle final : public RoutedHandle {
- public:
-  std::vector<int> send_begin;     // [R + 1] first record to each destination
-  std::vector<int> recv_begin;     // expert side, rank-major: [R + 1] first row from each source
-  std::vector<LlRange> ll_ranges;  // expert side, LL: [L * R]
-};
-
-class DirectTransport final : public RoutedTransport {
- public:
-  DirectTransport(const TransportConfig& config, const fabric::FabricSelection& selection, int rank, int size,
-                  std::unique_ptr<fabric::Fabric> fab);
-  ~DirectTransport() override;
-  Status setup();
-
-  std::string_view name() const override { return "direct"; }
-  std::string describe() const override {
-    return fmt::format("direct (signal {}) over {}", signal_->name(), fabric_->describe());
-  }
-  std::map<std::string, std::string> identity() const override {
-    return {{"fabric", fabric::undecorated_name(*fabric_)},
-            {"signal", std::string(signal_->name())},
-            {"chaos", selection_.chaos.empty() ? "off" : selection_.chaos}};
-  }
-
- private:
-  std::unique_ptr<RoutedHandle> make_handle() const override { return std::make_unique<DirectHandle>(); }
-  Status run_dispatch(RoutedHandle& handle, const DispatchInput& input,
-                      const DispatchOutput& output) override;
-  Status run_cached_dispatch(const RoutedHandle& handle, const DispatchInput& input,
-                             const DispatchOutput& output) override;
-  Status run_combine(const RoutedHandle& handle, const CombineInput& input,
-                     const CombineOutput& output) override;
-
-  int local() const { return config_.num_experts / size_; }
-  int record_ints() const { return size_ + local(); }
-  std::size_t record_bytes(Layout kind) const { return kind == Layout::kLl ? slot_record_ : rank_record_; }
-  int rows_per_put(std::size_t row_bytes) const;
-
-  void plan_destinations(DirectHandle& h) const;
-  std::size_t header_bytes(Layout kind) const {
-    return kind == Layout::kLl ? kSlotHeaderBytes : 4 + 8 * static_cast<std::size_t>(config_.top_k);
-  }
-  Status pack_dispatch(const DirectHandle& h, const DispatchInput& in);
-  std::vector<std::vector<Piece>> dispatch_pieces(const DirectHandle& h) const;
-  Status exchange_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out, bool fresh);
-  Status unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const;
-  Status unpack_ll(DirectHandle& h, const DispatchOutput& out) const;
-  // Payload rows and scales of the received records `records` (indices of record_bytes(kind) slots in the
-  // receive region of this parity) to the caller's rows `rows`.
-  Status unpack_payloads(Layout kind, std::span<const std::int64_t> records,
-                         std::span<const std::int64_t> rows, const DispatchOutput& out) const;
-
-  // One exchange: puts every piece, then the signal records, then waits for every source's stream.
-  Status exchange(const std::vector<std::vector<Piece>>& pieces, std::size_t record_bytes);
-  Status post(const PutOp& op);
-  Status pump();
-  Status begin_operation();
-  Status finish_operation();
-  int parity() const { return static_cast<int>(operation_ & 1); }
-  std::byte* send_base() const {
-    return send_.local.data() + static_cast<std::size_t>(parity()) * send_bytes_;
-  }
-  std::span<const std::int32_t> received_record(int source) const;
-  std::byte* recv_base(int parity) const;
-  std::string where() const;
-
-  fabric::FabricSelection selection_;
-  std::unique_ptr<fabric::Fabric> fabric_;
-  std::unique_ptr<fabric::SignalStrategy> signal_;
-  std::size_t row_bytes_;
-  int num_scales_;
-  std::size_t rank_record_;
-  std::size_t slot_record_;
-  std::size_t combine_rows_per_peer_;
-  std::size_t recv_parity_bytes_ = 0;
-  fabric::Region send_, recv_, signal_send_, signal_recv_;
-  std::vector<std::int32_t> my_tokens_per_rank_;  // this operation's first R record entries
-  std::vector<std::int32_t> channel_counts_;      // [R * L]: records per (destination, channel)
-  std::uint64_t operation_ = 0;
-  std::size_t send_bytes_ = 0;
-  // Per parity: puts posted and locally completed (all, and data puts only, for sender-barrier).
-  std::int64_t posted_[2] = {0, 0};
-  std::int64_t completed_[2] = {0, 0};
-  std::int64_t data_posted_[2] = {0, 0};
-  std::int64_t data_completed_[2] = {0, 0};
-  std::vector<Completion> completions_;
-};
+namespace eps::transport::direct_detail {
 
 DirectTransport::DirectTransport(const TransportConfig& config, const fabric::FabricSelection& selection,
-                                 int rank, int size, std::unique_ptr<fabric::Fabric> fab)
-    : RoutedTransport(config, direct_capabilities(), rank, size),
+                                 int rank, int size, std::unique_ptr<fabric::Fabric> fab,
+                                 const Capabilities& caps)
+    : RoutedTransport(config, caps, rank, size),
       selection_(selection),
       fabric_(std::move(fab)),
       row_bytes_(dispatch::payload_row_bytes(config.dtype, config.hidden)),
@@ -189,7 +81,7 @@ Status DirectTransport::setup() {
 }
 
 std::string DirectTransport::where() const {
-  return fmt::format("direct transport, rank {}, operation {}, signal {}, fabric {}", rank_, operation_,
+  return fmt::format("{} transport, rank {}, operation {}, signal {}, fabric {}", name(), rank_, operation_,
                      signal_->name(), fabric_->describe());
 }
 
@@ -328,6 +220,38 @@ Status DirectTransport::post(const PutOp& op) {
   return Status();
 }
 
+Status DirectTransport::put_data(int peer, int parity, int channel, int tokens, std::size_t record_bytes,
+                                 std::size_t local_offset, std::size_t remote_offset) {
+  EPS_ASSIGN_OR_RETURN(std::optional<std::uint32_t> imm, signal_->data_imm(peer, parity, channel, tokens));
+  EPS_RETURN_IF_ERROR(
+      post({peer, send_.id, local_offset, recv_.id, remote_offset,
+            static_cast<std::size_t>(tokens) * record_bytes, imm, static_cast<std::uint64_t>(parity)}));
+  ++data_posted_[parity];
+  return Status();
+}
+
+Status DirectTransport::put_signal(int peer, int parity, std::size_t local_offset, std::size_t remote_offset,
+                                   std::size_t bytes) {
+  EPS_ASSIGN_OR_RETURN(std::uint32_t imm, signal_->signal_imm(peer, parity));
+  return post({peer, signal_send_.id, local_offset, signal_recv_.id, remote_offset, bytes, imm,
+               kSignalBit | static_cast<std::uint64_t>(parity)});
+}
+
+Status DirectTransport::await_data_completions(int parity) {
+  Status failure;
+  EPS_RETURN_IF_ERROR(wait_until(
+      Deadline(config_.timeout_seconds),
+      [&] {
+        failure = pump();
+        return !failure.ok() || data_completed_[parity] == data_posted_[parity];
+      },
+      [&] {
+        return fmt::format("local completions of {} data puts, {} seen ({})", data_posted_[parity],
+                           data_completed_[parity], where());
+      }));
+  return failure;
+}
+
 Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, std::size_t record_bytes) {
   const int parity = static_cast<int>(operation_ & 1);
   const int per_put = rows_per_put(record_bytes);
@@ -340,30 +264,14 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
       for (int done = 0; done < piece.records; done += per_put) {
         const int n = std::min(per_put, piece.records - done);
         const std::size_t skip = static_cast<std::size_t>(done) * record_bytes;
-        EPS_ASSIGN_OR_RETURN(std::optional<std::uint32_t> imm,
-                             signal_->data_imm(q, parity, piece.channel, n));
-        EPS_RETURN_IF_ERROR(post(
-            {q, send_.id, static_cast<std::size_t>(parity) * send_bytes_ + piece.local_offset + skip,
-             recv_.id, static_cast<std::size_t>(parity) * recv_parity_bytes_ + piece.remote_offset + skip,
-             static_cast<std::size_t>(n) * record_bytes, imm, static_cast<std::uint64_t>(parity)}));
-        ++data_posted_[parity];
+        EPS_RETURN_IF_ERROR(
+            put_data(q, parity, piece.channel, n, record_bytes,
+                     static_cast<std::size_t>(parity) * send_bytes_ + piece.local_offset + skip,
+                     static_cast<std::size_t>(parity) * recv_parity_bytes_ + piece.remote_offset + skip));
       }
     }
   }
-  if (signal_->signal_after_local_completion()) {
-    Status failure;
-    EPS_RETURN_IF_ERROR(wait_until(
-        deadline,
-        [&] {
-          failure = pump();
-          return !failure.ok() || data_completed_[parity] == data_posted_[parity];
-        },
-        [&] {
-          return fmt::format("local completions of {} data puts, {} seen ({})", data_posted_[parity],
-                             data_completed_[parity], where());
-        }));
-    EPS_RETURN_IF_ERROR(failure);
-  }
+  if (signal_->signal_after_local_completion()) EPS_RETURN_IF_ERROR(await_data_completions(parity));
   // Signal records: this rank's tokens per rank, then per-channel record counts for the destination.
   auto* records = reinterpret_cast<std::int32_t*>(signal_send_.local.data()) +
                   static_cast<std::size_t>(parity) * size_ * ints;
@@ -372,10 +280,8 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
     std::int32_t* record = records + static_cast<std::size_t>(q) * ints;
     std::copy(my_tokens_per_rank_.begin(), my_tokens_per_rank_.end(), record);
     std::copy_n(channel_counts_.begin() + static_cast<std::ptrdiff_t>(q) * local(), local(), record + size_);
-    EPS_ASSIGN_OR_RETURN(std::uint32_t imm, signal_->signal_imm(q, parity));
-    EPS_RETURN_IF_ERROR(post({q, signal_send_.id, (static_cast<std::size_t>(parity) * size_ + q) * ints * 4,
-                              signal_recv_.id, (static_cast<std::size_t>(parity) * size_ + rank_) * ints * 4,
-                              ints * 4, imm, kSignalBit | static_cast<std::uint64_t>(parity)}));
+    EPS_RETURN_IF_ERROR(put_signal(q, parity, (static_cast<std::size_t>(parity) * size_ + q) * ints * 4,
+                                   (static_cast<std::size_t>(parity) * size_ + rank_) * ints * 4, ints * 4));
   }
   // Every source's stream: the strategy decides when its data is placed (docs/fabrics.md 6.2).
   int waiting_for = 0;
@@ -438,8 +344,10 @@ Status DirectTransport::begin_operation() {
 Status DirectTransport::finish_operation() {
   for (int s = 0; s < size_; ++s) signal_->retire(s, parity());
   ++operation_;
-  return fabric_->quiet(Deadline(config_.timeout_seconds));
+  return quiet_puts();
 }
+
+Status DirectTransport::quiet_puts() { return fabric_->quiet(Deadline(config_.timeout_seconds)); }
 
 Status DirectTransport::unpack_payloads(Layout kind, std::span<const std::int64_t> records,
                                         std::span<const std::int64_t> rows, const DispatchOutput& out) const {
@@ -619,7 +527,11 @@ Status DirectTransport::run_combine(const RoutedHandle& handle, const CombineInp
   return finish_operation();
 }
 
-}  // namespace
+}  // namespace eps::transport::direct_detail
+
+namespace eps::transport {
+
+using direct_detail::DirectTransport;
 
 Capabilities direct_capabilities() {
   Capabilities c;

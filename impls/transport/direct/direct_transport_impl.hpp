@@ -1,0 +1,145 @@
+// The direct transport's protocol as a class (direct_transport.hpp describes the protocol), shared with the
+// `proxy` transport, which runs the same protocol but hands every put to CPU proxy threads through command
+// FIFOs (docs/channel.md 7). The hooks below are where the two differ: how a data or signal put is issued,
+// how sender-barrier waits for data puts, how completions come back (pump), and how an operation starts and
+// ends.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "impls/fabric/fabric_registry.hpp"
+#include "impls/fabric/signal/signal_strategy.hpp"
+#include "impls/transport/direct/direct_transport.hpp"
+#include "impls/transport/transport_common.hpp"
+
+namespace eps::transport::direct_detail {
+
+using fabric::Completion;
+using fabric::CompletionKind;
+using fabric::PutOp;
+
+// Put contexts: bit 0 = parity of the operation, bit 1 = signal put.
+inline constexpr std::uint64_t kSignalBit = 2;
+inline constexpr std::size_t kMaxDirectPutBytes = std::size_t{4} << 20;
+inline constexpr std::size_t kSlotHeaderBytes = 16;  // token, slot, expert, weight (docs/dispatch.md 5.6)
+
+inline std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+// A contiguous run of records to one destination slot: send-region offset, receive-region offset (within
+// the parity), record count, channel.
+struct Piece {
+  std::size_t local_offset = 0;
+  std::size_t remote_offset = 0;
+  int records = 0;
+  int channel = 0;
+};
+
+// RoutedHandle (keys: destination for rank-major, global expert for LL) plus what combine needs.
+class DirectHandle final : public RoutedHandle {
+ public:
+  std::vector<int> send_begin;     // [R + 1] first record to each destination
+  std::vector<int> recv_begin;     // expert side, rank-major: [R + 1] first row from each source
+  std::vector<LlRange> ll_ranges;  // expert side, LL: [L * R]
+};
+
+class DirectTransport : public RoutedTransport {
+ public:
+  DirectTransport(const TransportConfig& config, const fabric::FabricSelection& selection, int rank, int size,
+                  std::unique_ptr<fabric::Fabric> fab, const Capabilities& caps = direct_capabilities());
+  ~DirectTransport() override;
+  virtual Status setup();
+
+  std::string_view name() const override { return "direct"; }
+  std::string describe() const override {
+    return fmt::format("direct (signal {}) over {}", signal_->name(), fabric_->describe());
+  }
+  std::map<std::string, std::string> identity() const override {
+    return {{"fabric", fabric::undecorated_name(*fabric_)},
+            {"signal", std::string(signal_->name())},
+            {"chaos", selection_.chaos.empty() ? "off" : selection_.chaos}};
+  }
+
+ protected:
+  std::unique_ptr<RoutedHandle> make_handle() const override { return std::make_unique<DirectHandle>(); }
+  Status run_dispatch(RoutedHandle& handle, const DispatchInput& input,
+                      const DispatchOutput& output) override;
+  Status run_cached_dispatch(const RoutedHandle& handle, const DispatchInput& input,
+                             const DispatchOutput& output) override;
+  Status run_combine(const RoutedHandle& handle, const CombineInput& input,
+                     const CombineOutput& output) override;
+
+  int local() const { return config_.num_experts / size_; }
+  int record_ints() const { return size_ + local(); }
+  std::size_t record_bytes(Layout kind) const { return kind == Layout::kLl ? slot_record_ : rank_record_; }
+  int rows_per_put(std::size_t row_bytes) const;
+
+  void plan_destinations(DirectHandle& h) const;
+  std::size_t header_bytes(Layout kind) const {
+    return kind == Layout::kLl ? kSlotHeaderBytes : 4 + 8 * static_cast<std::size_t>(config_.top_k);
+  }
+  Status pack_dispatch(const DirectHandle& h, const DispatchInput& in);
+  std::vector<std::vector<Piece>> dispatch_pieces(const DirectHandle& h) const;
+  Status exchange_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out, bool fresh);
+  Status unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const;
+  Status unpack_ll(DirectHandle& h, const DispatchOutput& out) const;
+  // Payload rows and scales of the received records `records` (indices of record_bytes(kind) slots in the
+  // receive region of this parity) to the caller's rows `rows`.
+  Status unpack_payloads(Layout kind, std::span<const std::int64_t> records,
+                         std::span<const std::int64_t> rows, const DispatchOutput& out) const;
+
+  // One exchange: puts every piece, then the signal records, then waits for every source's stream.
+  Status exchange(const std::vector<std::vector<Piece>>& pieces, std::size_t record_bytes);
+  Status post(const PutOp& op);
+
+  // The hooks of the put path (offsets are within the send/receive or signal regions, parity included).
+  // A data put of `tokens` records of `record_bytes` each on `channel` to `peer`.
+  virtual Status put_data(int peer, int parity, int channel, int tokens, std::size_t record_bytes,
+                          std::size_t local_offset, std::size_t remote_offset);
+  // The signal record put to `peer`.
+  virtual Status put_signal(int peer, int parity, std::size_t local_offset, std::size_t remote_offset,
+                            std::size_t bytes);
+  // sender-barrier: the data puts of this parity are placed before any signal put is issued.
+  virtual Status await_data_completions(int parity);
+  // Drives progress: local completions counted, received immediates handed to the signal strategy.
+  virtual Status pump();
+  virtual Status begin_operation();
+  Status finish_operation();
+  // The end of an operation: every put it issued is placed at its target.
+  virtual Status quiet_puts();
+  int parity() const { return static_cast<int>(operation_ & 1); }
+  std::byte* send_base() const {
+    return send_.local.data() + static_cast<std::size_t>(parity()) * send_bytes_;
+  }
+  std::span<const std::int32_t> received_record(int source) const;
+  std::byte* recv_base(int parity) const;
+  std::string where() const;
+
+  fabric::FabricSelection selection_;
+  std::unique_ptr<fabric::Fabric> fabric_;
+  std::unique_ptr<fabric::SignalStrategy> signal_;
+  std::size_t row_bytes_;
+  int num_scales_;
+  std::size_t rank_record_;
+  std::size_t slot_record_;
+  std::size_t combine_rows_per_peer_;
+  std::size_t recv_parity_bytes_ = 0;
+  fabric::Region send_, recv_, signal_send_, signal_recv_;
+  std::vector<std::int32_t> my_tokens_per_rank_;  // this operation's first R record entries
+  std::vector<std::int32_t> channel_counts_;      // [R * L]: records per (destination, channel)
+  std::uint64_t operation_ = 0;
+  std::size_t send_bytes_ = 0;
+  // Per parity: puts posted and locally completed (all, and data puts only, for sender-barrier).
+  std::int64_t posted_[2] = {0, 0};
+  std::int64_t completed_[2] = {0, 0};
+  std::int64_t data_posted_[2] = {0, 0};
+  std::int64_t data_completed_[2] = {0, 0};
+  std::vector<Completion> completions_;
+};
+
+}  // namespace eps::transport::direct_detail

@@ -1,0 +1,163 @@
+#include "impls/transport/proxy/proxy_transport.hpp"
+
+#include <atomic>
+
+#include <fmt/format.h>
+
+#include "impls/channel/fifo_host.hpp"
+#include "impls/channel/proxy_engine.hpp"
+#include "impls/runtime/mpi_runtime.hpp"
+#include "impls/transport/direct/direct_transport_impl.hpp"
+
+namespace eps::transport {
+namespace {
+
+using channel::Command;
+using channel::CommandType;
+
+// Command flags of this transport.
+constexpr std::uint32_t kParityFlag = 1;
+constexpr std::uint32_t kSignalFlag = 2;
+
+class ProxyTransport final : public direct_detail::DirectTransport {
+ public:
+  ProxyTransport(const TransportConfig& config, const fabric::FabricSelection& selection, int rank, int size,
+                 std::unique_ptr<fabric::Fabric> fab)
+      : DirectTransport(config, selection, rank, size, std::move(fab), proxy_capabilities()) {}
+  ~ProxyTransport() override {
+    // The proxies stop before the direct teardown quiets the fabric and meets the peers on this thread.
+    if (engine_) (void)engine_->stop();
+  }
+
+  std::string_view name() const override { return "proxy"; }
+  std::string describe() const override {
+    return fmt::format("proxy ({} proxy threads, signal {}) over {}", engine_ ? engine_->threads() : 0,
+                       signal_->name(), fabric_->describe());
+  }
+
+  Status setup() override {
+    EPS_RETURN_IF_ERROR(DirectTransport::setup());
+    EPS_RETURN_IF_ERROR(check_command_limits());
+    channel::ProxyEngineConfig engine;
+    engine.fifos = size_;
+    engine.threads = selection_.proxy_threads;
+    engine.fifo_capacity = 1024;
+    engine.flush_timeout_seconds = config_.timeout_seconds;
+    EPS_ASSIGN_OR_RETURN(engine_, channel::ProxyEngine::start(
+                                      engine, *fabric_, [this](const Command& c, int) { return to_put(c); }));
+    producers_.clear();
+    for (int q = 0; q < size_; ++q) producers_.push_back({engine_->fifo(q), 0});
+    return Status();
+  }
+
+ private:
+  Status check_command_limits() const {
+    const auto limit = std::uint64_t{1} << 32;
+    for (const fabric::Region* region : {&send_, &recv_, &signal_send_, &signal_recv_}) {
+      if (region->local.size() >= limit) {
+        return invalid_argument("max_tokens_per_rank",
+                                "the proxy transport's regions must stay below 4 GiB (32-bit "
+                                "command offsets, docs/channel.md 7.1); this shape needs {} bytes",
+                                region->local.size());
+      }
+    }
+    if (size_ >= static_cast<int>(channel::kMaxCommandRanks)) {
+      return out_of_range("ranks", 1, static_cast<int>(channel::kMaxCommandRanks) - 1, size_);
+    }
+    if (local() >= static_cast<int>(channel::kMaxCommandChannels)) {
+      return out_of_range("local experts", 1, static_cast<int>(channel::kMaxCommandChannels) - 1, local());
+    }
+    return Status();
+  }
+
+  // On a proxy thread, in FIFO order for the command's destination: the put and its immediate.
+  Result<fabric::PutOp> to_put(const Command& c) {
+    const int peer = static_cast<int>(c.destination());
+    const int parity = static_cast<int>(c.flags() & kParityFlag);
+    if ((c.flags() & kSignalFlag) != 0) {
+      EPS_ASSIGN_OR_RETURN(std::uint32_t imm, signal_->signal_imm(peer, parity));
+      return fabric::PutOp{
+          peer, signal_send_.id, c.local_offset(), signal_recv_.id, c.remote_offset(), c.bytes(), imm, 0};
+    }
+    const std::size_t record = record_bytes_.load(std::memory_order_relaxed);
+    const int tokens = static_cast<int>(c.bytes() / record);
+    EPS_ASSIGN_OR_RETURN(std::optional<std::uint32_t> imm,
+                         signal_->data_imm(peer, parity, static_cast<int>(c.channel()), tokens));
+    return fabric::PutOp{peer, send_.id, c.local_offset(), recv_.id, c.remote_offset(), c.bytes(), imm, 0};
+  }
+
+  Status push(int peer, const Command& c) {
+    Status pushed = channel::fifo_push_until(producers_[static_cast<std::size_t>(peer)], c,
+                                             Deadline(config_.timeout_seconds));
+    if (!pushed.ok() && !engine_->status().ok()) return engine_->status();
+    return pushed;
+  }
+
+  Status put_data(int peer, int parity, int channel, int tokens, std::size_t record_bytes,
+                  std::size_t local_offset, std::size_t remote_offset) override {
+    record_bytes_.store(record_bytes, std::memory_order_relaxed);  // published by the FIFO's release store
+    const std::size_t bytes = static_cast<std::size_t>(tokens) * record_bytes;
+    const Command c = channel::pack_command(
+        {CommandType::kWrite, static_cast<std::uint32_t>(parity), static_cast<std::uint32_t>(channel),
+         static_cast<std::uint32_t>(peer), bytes, local_offset, remote_offset});
+    if (peer != rank_) wire_.sent += static_cast<std::int64_t>(bytes);
+    return push(peer, c);
+  }
+
+  Status put_signal(int peer, int parity, std::size_t local_offset, std::size_t remote_offset,
+                    std::size_t bytes) override {
+    const Command c =
+        channel::pack_command({CommandType::kWrite, static_cast<std::uint32_t>(parity) | kSignalFlag, 0,
+                               static_cast<std::uint32_t>(peer), bytes, local_offset, remote_offset});
+    if (peer != rank_) wire_.sent += static_cast<std::int64_t>(bytes);
+    return push(peer, c);
+  }
+
+  // sender-barrier: each FIFO holds its signal write behind a QUIET until its data puts completed.
+  Status await_data_completions(int) override {
+    for (int q = 0; q < size_; ++q) {
+      EPS_RETURN_IF_ERROR(push(
+          q, channel::pack_command({CommandType::kQuiet, 0, 0, static_cast<std::uint32_t>(q), 0, 0, 0})));
+    }
+    return Status();
+  }
+
+  Status pump() override {
+    EPS_RETURN_IF_ERROR(engine_->status());
+    for (std::uint32_t imm : engine_->take_remote()) {
+      const Status status = signal_->on_remote(imm);
+      if (!status.ok())
+        return Status(StatusCode::kCheckFailed, fmt::format("{} ({})", status.message(), where()));
+    }
+    return Status();
+  }
+
+  Status quiet_puts() override { return engine_->quiet(Deadline(config_.timeout_seconds)); }
+
+  std::unique_ptr<channel::ProxyEngine> engine_;
+  std::vector<channel::FifoProducer> producers_;
+  std::atomic<std::size_t> record_bytes_{1};
+};
+
+}  // namespace
+
+Capabilities proxy_capabilities() { return direct_capabilities(); }
+
+Result<std::unique_ptr<Transport>> make_proxy_transport(const TransportConfig& config,
+                                                        const fabric::FabricSelection& selection) {
+  int size = 0;
+  int rank = 0;
+  EPS_MPI_CHECK(MPI_Comm_size(config.comm, &size));
+  EPS_MPI_CHECK(MPI_Comm_rank(config.comm, &rank));
+  EPS_RETURN_IF_ERROR(validate_config(config, size, proxy_capabilities()));
+  if (selection.proxy_threads < 1 || selection.proxy_threads > channel::kMaxProxyThreads) {
+    return out_of_range("--proxy-threads", 1, channel::kMaxProxyThreads, selection.proxy_threads);
+  }
+  EPS_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Fabric> fab,
+                       fabric::make_fabric(selection, config.comm, config.timeout_seconds));
+  auto transport = std::make_unique<ProxyTransport>(config, selection, rank, size, std::move(fab));
+  EPS_RETURN_IF_ERROR(transport->setup());
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
+}  // namespace eps::transport
