@@ -124,7 +124,7 @@ class Driver:
         else:
             self.expect(False, "check: no JSON report", p)
         p = self.run(2, self.args.epsuite, "check", "--gtest_filter=*RejectsMoreTokensThanTmax*")
-        self.expect(p.returncode == 0 and "[==========] 2 tests from 1 test suite ran." in p.stdout,
+        self.expect(p.returncode == 0 and "[==========] 3 tests from 1 test suite ran." in p.stdout,
                     "check: --gtest_filter not applied", p)
         p = self.run(2, self.args.epsuite, "check", "--bogus")
         self.expect(p.returncode == 2 and "unknown argument '--bogus'" in p.stderr

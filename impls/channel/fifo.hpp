@@ -21,6 +21,8 @@
 
 #if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
 #include <sched.h>
+
+#include <chrono>
 #endif
 
 #include "impls/channel/command.hpp"
@@ -106,6 +108,18 @@ EPS_HD inline T load_relaxed(T* p) {
 }  // namespace fifo_atomics
 
 enum class PushOutcome : std::uint32_t { kPushed = 0, kGaveUp = 1, kClosed = 2 };
+
+// Nanoseconds of the host's steady clock, for a producer's deadline; 0 on a device (a device producer's wait
+// is bounded by its number of polls instead).
+EPS_HD inline std::int64_t producer_clock_ns() {
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+#else
+  return 0;
+#endif
+}
 
 // Between polls of a full ring: a host thread gives its core away now and then (host producers and the proxy
 // may share cores); a warp just polls again.

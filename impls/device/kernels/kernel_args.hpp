@@ -175,14 +175,17 @@ struct SumRowsArgs {
 
 // Device-side producers of the command channel (docs/channel.md 7.3): index i pushes commands[i] into the
 // FIFO, one producer per index racing for slots as warps do (on the `cpu` device: host threads standing in
-// for warps). A push that still finds the ring full after max_polls polls of the tail gives up and adds 1 to
-// *gave_up (the channel is then stuck at its slot; the host's deadline reports it).
+// for warps). A push that still finds the ring full after max_polls polls of the tail, or (host producers) at
+// deadline_ns, gives up and adds 1 to *gave_up (the channel is then stuck at its slot; the caller reports
+// it).
 struct FifoPushArgs {
   channel::FifoView fifo{};
   const channel::Command* commands = nullptr;
   std::int64_t count = 0;
   std::uint64_t max_polls = 0;
   std::uint64_t* gave_up = nullptr;
+  std::int64_t deadline_ns =
+      0;  // host producers: give up at this steady-clock time (channel::producer_clock_ns); 0 = none
 };
 
 // The kernels: X(CamelName, snake_name, Args). Backends expand this list, so a kernel added here is built

@@ -268,7 +268,9 @@ EPS_HD inline void fifo_push_body(std::int64_t i, const FifoPushArgs& a) {
   std::uint64_t polls = 0;
   const channel::PushOutcome outcome = channel::fifo_push(producer, a.commands[i], [&polls, &a] {
     channel::producer_backoff(++polls);
-    return polls < a.max_polls;
+    const bool in_time =
+        a.deadline_ns == 0 || polls % 64 != 0 || channel::producer_clock_ns() < a.deadline_ns;
+    return polls < a.max_polls && in_time;
   });
   if (outcome != channel::PushOutcome::kPushed) channel::fifo_atomics::fetch_add(a.gave_up, std::uint64_t{1});
 }

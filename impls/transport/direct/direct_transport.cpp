@@ -271,6 +271,7 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
       }
     }
   }
+  EPS_RETURN_IF_ERROR(data_puts_done(parity));
   if (signal_->signal_after_local_completion()) EPS_RETURN_IF_ERROR(await_data_completions(parity));
   // Signal records: this rank's tokens per rank, then per-channel record counts for the destination.
   auto* records = reinterpret_cast<std::int32_t*>(signal_send_.local.data()) +
@@ -283,6 +284,7 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
     EPS_RETURN_IF_ERROR(put_signal(q, parity, (static_cast<std::size_t>(parity) * size_ + q) * ints * 4,
                                    (static_cast<std::size_t>(parity) * size_ + rank_) * ints * 4, ints * 4));
   }
+  EPS_RETURN_IF_ERROR(signal_puts_done(parity));
   // Every source's stream: the strategy decides when its data is placed (docs/fabrics.md 6.2).
   int waiting_for = 0;
   Status failure;

@@ -104,6 +104,10 @@ class DirectTransport : public RoutedTransport {
   // The signal record put to `peer`.
   virtual Status put_signal(int peer, int parity, std::size_t local_offset, std::size_t remote_offset,
                             std::size_t bytes);
+  // After the data puts of an exchange, and after its signal puts (a path that batches puts issues them
+  // here).
+  virtual Status data_puts_done(int parity) { return Status(); }
+  virtual Status signal_puts_done(int parity) { return Status(); }
   // sender-barrier: the data puts of this parity are placed before any signal put is issued.
   virtual Status await_data_completions(int parity);
   // Drives progress: local completions counted, received immediates handed to the signal strategy.

@@ -6,6 +6,7 @@
 
 #include "impls/channel/fifo_host.hpp"
 #include "impls/channel/proxy_engine.hpp"
+#include "impls/device/device.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/transport/direct/direct_transport_impl.hpp"
 
@@ -40,17 +41,25 @@ class ProxyTransport final : public direct_detail::DirectTransport {
     EPS_RETURN_IF_ERROR(check_command_limits());
     channel::ProxyEngineConfig engine;
     engine.fifos = size_;
-    engine.threads = selection_.proxy_threads;
+    engine.threads = proxy_threads();
     engine.fifo_capacity = 1024;
     engine.flush_timeout_seconds = config_.timeout_seconds;
     EPS_ASSIGN_OR_RETURN(engine_, channel::ProxyEngine::start(
                                       engine, *fabric_, [this](const Command& c, int) { return to_put(c); }));
-    producers_.clear();
-    for (int q = 0; q < size_; ++q) producers_.push_back({engine_->fifo(q), 0});
     return Status();
   }
 
  private:
+  // Known defect, worked around: over the `auto` fabric's two-part composite (shm inside a node +
+  // libfabric:tcp between nodes) several proxy threads of one rank make tcp;ofi_rxm fail a later transport's
+  // first puts
+  // ("Transport endpoint is not connected", seen on the virtual cluster; one thread, or tcp alone with four,
+  // passes). Until that is understood, a composite fabric gets one proxy thread.
+  int proxy_threads() const {
+    const bool composite = fabric_->name().find("auto(") != std::string::npos;
+    return composite ? 1 : selection_.proxy_threads;
+  }
+
   Status check_command_limits() const {
     const auto limit = std::uint64_t{1} << 32;
     for (const fabric::Region* region : {&send_, &recv_, &signal_send_, &signal_recv_}) {
@@ -86,40 +95,68 @@ class ProxyTransport final : public direct_detail::DirectTransport {
     return fabric::PutOp{peer, send_.id, c.local_offset(), recv_.id, c.remote_offset(), c.bytes(), imm, 0};
   }
 
-  Status push(int peer, const Command& c) {
-    Status pushed = channel::fifo_push_until(producers_[static_cast<std::size_t>(peer)], c,
-                                             Deadline(config_.timeout_seconds));
-    if (!pushed.ok() && !engine_->status().ok()) return engine_->status();
-    return pushed;
+  // The producers are the device's kernels (docs/channel.md 7.1): an exchange's commands are collected, then
+  // pushed by the fifo_push kernel of the transport's data-path device, one producer per command (on the
+  // `cpu` device, host threads standing in for warps). Commands for one destination may enter its FIFO in any
+  // order within a batch: the proxies number puts in pop order, and the signal writes are a later batch.
+  Status launch_batch() {
+    if (batch_.empty()) return Status();
+    std::uint64_t gave_up = 0;
+    std::vector<Command> commands;
+    commands.swap(batch_);
+    std::vector<std::int64_t> first(static_cast<std::size_t>(size_) + 1, 0);
+    for (int q = 0; q < size_; ++q) {
+      std::vector<Command> mine;
+      for (const Command& c : commands) {
+        if (static_cast<int>(c.destination()) == q) mine.push_back(c);
+      }
+      if (mine.empty()) continue;
+      const auto budget = static_cast<std::int64_t>(config_.timeout_seconds * 1e9);
+      EPS_RETURN_IF_ERROR(kernels().run(
+          device::FifoPushArgs{engine_->fifo(q), mine.data(), static_cast<std::int64_t>(mine.size()),
+                               kMaxPolls, &gave_up, channel::producer_clock_ns() + budget}));
+      EPS_RETURN_IF_ERROR(kernels().synchronize());
+      if (gave_up != 0) {
+        EPS_RETURN_IF_ERROR(engine_->status());
+        return Status(
+            StatusCode::kEnvironment,
+            fmt::format("timed out after {} s: {} producers found the command FIFO of rank {} full ({})",
+                        config_.timeout_seconds, gave_up, q, where()));
+      }
+    }
+    return Status();
   }
 
   Status put_data(int peer, int parity, int channel, int tokens, std::size_t record_bytes,
                   std::size_t local_offset, std::size_t remote_offset) override {
     record_bytes_.store(record_bytes, std::memory_order_relaxed);  // published by the FIFO's release store
     const std::size_t bytes = static_cast<std::size_t>(tokens) * record_bytes;
-    const Command c = channel::pack_command(
+    batch_.push_back(channel::pack_command(
         {CommandType::kWrite, static_cast<std::uint32_t>(parity), static_cast<std::uint32_t>(channel),
-         static_cast<std::uint32_t>(peer), bytes, local_offset, remote_offset});
+         static_cast<std::uint32_t>(peer), bytes, local_offset, remote_offset}));
     if (peer != rank_) wire_.sent += static_cast<std::int64_t>(bytes);
-    return push(peer, c);
+    return Status();
   }
 
   Status put_signal(int peer, int parity, std::size_t local_offset, std::size_t remote_offset,
                     std::size_t bytes) override {
-    const Command c =
+    batch_.push_back(
         channel::pack_command({CommandType::kWrite, static_cast<std::uint32_t>(parity) | kSignalFlag, 0,
-                               static_cast<std::uint32_t>(peer), bytes, local_offset, remote_offset});
+                               static_cast<std::uint32_t>(peer), bytes, local_offset, remote_offset}));
     if (peer != rank_) wire_.sent += static_cast<std::int64_t>(bytes);
-    return push(peer, c);
+    return Status();
   }
+
+  Status data_puts_done(int) override { return launch_batch(); }
+  Status signal_puts_done(int) override { return launch_batch(); }
 
   // sender-barrier: each FIFO holds its signal write behind a QUIET until its data puts completed.
   Status await_data_completions(int) override {
     for (int q = 0; q < size_; ++q) {
-      EPS_RETURN_IF_ERROR(push(
-          q, channel::pack_command({CommandType::kQuiet, 0, 0, static_cast<std::uint32_t>(q), 0, 0, 0})));
+      batch_.push_back(
+          channel::pack_command({CommandType::kQuiet, 0, 0, static_cast<std::uint32_t>(q), 0, 0, 0}));
     }
-    return Status();
+    return launch_batch();
   }
 
   Status pump() override {
@@ -134,8 +171,12 @@ class ProxyTransport final : public direct_detail::DirectTransport {
 
   Status quiet_puts() override { return engine_->quiet(Deadline(config_.timeout_seconds)); }
 
+  // Polls of a full FIFO before a device producer gives up (the proxies drain a FIFO in microseconds; this is
+  // minutes of polling, the host deadline's stand-in on a device).
+  static constexpr std::uint64_t kMaxPolls = std::uint64_t{1} << 34;
+
   std::unique_ptr<channel::ProxyEngine> engine_;
-  std::vector<channel::FifoProducer> producers_;
+  std::vector<Command> batch_;
   std::atomic<std::size_t> record_bytes_{1};
 };
 
