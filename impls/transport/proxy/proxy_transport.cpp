@@ -41,7 +41,7 @@ class ProxyTransport final : public direct_detail::DirectTransport {
     EPS_RETURN_IF_ERROR(check_command_limits());
     channel::ProxyEngineConfig engine;
     engine.fifos = size_;
-    engine.threads = proxy_threads();
+    engine.threads = selection_.proxy_threads;
     engine.fifo_capacity = 1024;
     engine.flush_timeout_seconds = config_.timeout_seconds;
     EPS_ASSIGN_OR_RETURN(engine_, channel::ProxyEngine::start(
@@ -50,16 +50,6 @@ class ProxyTransport final : public direct_detail::DirectTransport {
   }
 
  private:
-  // Known defect, worked around: over the `auto` fabric's two-part composite (shm inside a node +
-  // libfabric:tcp between nodes) several proxy threads of one rank make tcp;ofi_rxm fail a later transport's
-  // first puts
-  // ("Transport endpoint is not connected", seen on the virtual cluster; one thread, or tcp alone with four,
-  // passes). Until that is understood, a composite fabric gets one proxy thread.
-  int proxy_threads() const {
-    const bool composite = fabric_->name().find("auto(") != std::string::npos;
-    return composite ? 1 : selection_.proxy_threads;
-  }
-
   Status check_command_limits() const {
     const auto limit = std::uint64_t{1} << 32;
     for (const fabric::Region* region : {&send_, &recv_, &signal_send_, &signal_recv_}) {
@@ -196,6 +186,19 @@ Result<std::unique_ptr<Transport>> make_proxy_transport(const TransportConfig& c
   }
   EPS_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Fabric> fab,
                        fabric::make_fabric(selection, config.comm, config.timeout_seconds));
+  // Known defect: over the `auto` fabric's composite across nodes (shm + libfabric:tcp) the first operation
+  // of a new proxy transport sometimes never sees a peer's puts (tcp;ofi_rxm reports "Transport endpoint is
+  // not connected"; seen on the virtual cluster, with one proxy thread too; libfabric:tcp alone passes).
+  // Until it is understood the combination is unavailable rather than flaky. Every rank decides alike (the
+  // name is agreed).
+  if (fab->name().find("auto(") != std::string::npos) {
+    return Status(
+        StatusCode::kUnavailable,
+        fmt::format("proxy over {} (the auto fabric across nodes) is not supported yet: a known defect "
+                    "loses a new transport's first puts; choose --fabric libfabric:tcp or another single "
+                    "fabric",
+                    fab->name()));
+  }
   auto transport = std::make_unique<ProxyTransport>(config, selection, rank, size, std::move(fab));
   EPS_RETURN_IF_ERROR(transport->setup());
   return std::unique_ptr<Transport>(std::move(transport));
