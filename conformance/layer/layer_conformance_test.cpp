@@ -212,19 +212,6 @@ bool selected_by_name(const std::string& name) {
          (transport::transport_registry().find(name)->uses_fabric && fabric_named());
 }
 
-// The first bit difference between this rank's output and its rows of the reference, or "" when none.
-std::string first_difference(const std::vector<bf16>& got, const std::vector<bf16>& want,
-                             std::int64_t first_row) {
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const bf16 w = want[static_cast<std::size_t>(first_row) * kHidden + i];
-    if (got[i].bits == w.bits) continue;
-    return fmt::format("token {} channel {}: got {:#06x} ({}), reference {:#06x} ({})",
-                       first_row + static_cast<std::int64_t>(i) / kHidden, i % kHidden, got[i].bits,
-                       got[i].to_float(), w.bits, w.to_float());
-  }
-  return "";
-}
-
 class LayerConformance : public testing::TestWithParam<Case> {};
 
 TEST_P(LayerConformance, StackOutputIsBitEqualToTheReference) {
@@ -254,8 +241,9 @@ TEST_P(LayerConformance, StackOutputIsBitEqualToTheReference) {
   Result<std::vector<bf16>> want = layer::reference_stack_output(spec);
   EPS_ASSERT_OK(want.status());
   ASSERT_EQ(out->size(), static_cast<std::size_t>(spec.rank_tokens[rank] * kHidden));
-  const std::string difference = first_difference(*out, *want, spec.first_token(rank));
-  EXPECT_EQ(difference, "") << (*made)->describe() << ", R = " << mpi::size();
+  const layer::OutputMismatches differences = layer::compare_with_reference(spec, rank, *out, *want);
+  EXPECT_EQ(differences.count, 0) << differences.first << "; " << (*made)->describe()
+                                  << ", R = " << mpi::size();
   if (c.scenario.name == "tc_all_dropped") {
     for (const layer::StepRecord& r : *records) {
       EXPECT_EQ(r.dropped_tokens, spec.rank_tokens[rank]);

@@ -40,7 +40,9 @@ Status check_config(const ProxyEngineConfig& c) {
 }  // namespace
 
 ProxyEngine::ProxyEngine(const ProxyEngineConfig& config, fabric::Fabric& fabric, CommandToPut to_put)
-    : config_(config), fabric_(fabric), to_put_(std::move(to_put)) {}
+    : config_(config), fabric_(fabric), to_put_(std::move(to_put)) {
+  config_.threads = std::min(config.threads, config.fifos);  // at most one thread per FIFO
+}
 
 Result<std::unique_ptr<ProxyEngine>> ProxyEngine::start(const ProxyEngineConfig& config,
                                                         fabric::Fabric& fabric, CommandToPut to_put) {
@@ -54,8 +56,7 @@ Result<std::unique_ptr<ProxyEngine>> ProxyEngine::start(const ProxyEngineConfig&
     engine->fifos_.push_back(std::move(fifo));
     engine->states_.push_back(std::move(state));
   }
-  const int threads = std::min(config.threads, config.fifos);
-  for (int t = 0; t < threads; ++t)
+  for (int t = 0; t < engine->config_.threads; ++t)
     engine->threads_.emplace_back([e = engine.get(), t] { e->run_thread(t); });
   return engine;
 }
@@ -102,7 +103,7 @@ std::string ProxyEngine::describe_fifo(int index) const {
   return fmt::format(
       "FIFO {} (destination {}, proxy thread {}): {} commands claimed, {} handled, {} puts posted, {} "
       "completed",
-      index, index, index % static_cast<int>(std::max<std::size_t>(threads_.size(), 1)),
+      index, index, index % config_.threads,
       fifo_atomics::load_acquire(&fifos_[static_cast<std::size_t>(index)]->view().header->head),
       s.handled.load(), s.posted.load(), s.completed.load());
 }
@@ -128,7 +129,7 @@ Status ProxyEngine::quiet(const Deadline& deadline) const {
 }
 
 void ProxyEngine::run_thread(int thread) {
-  const int threads = std::min(config_.threads, config_.fifos);
+  const int threads = config_.threads;
   while (!stopping_.load(std::memory_order_acquire) && !failed_.load(std::memory_order_acquire)) {
     bool busy = false;
     for (int f = thread; f < config_.fifos; f += threads) {
@@ -189,7 +190,7 @@ bool ProxyEngine::post(int index, const Command& command) {
 // Serves up to `batch` commands of FIFO `index`; false only when the engine failed.
 bool ProxyEngine::serve_fifo(int index, bool& busy) {
   FifoState& s = *states_[static_cast<std::size_t>(index)];
-  const int threads = std::min(config_.threads, config_.fifos);
+  const int threads = config_.threads;
   for (int n = 0; n < config_.batch; ++n) {
     if (s.holding) {
       if (!s.drained()) break;

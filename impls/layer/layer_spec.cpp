@@ -162,6 +162,23 @@ Result<routing::Routing> joined_workload_routing(const LayerSpec& spec, int laye
 
 }  // namespace
 
+OutputMismatches compare_with_reference(const LayerSpec& spec, int rank, std::span<const bf16> got,
+                                        std::span<const bf16> reference) {
+  const std::int64_t first_token = spec.first_token(rank);
+  const std::span<const bf16> want = reference.subspan(static_cast<std::size_t>(first_token * spec.hidden));
+  OutputMismatches m;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (i < want.size() && got[i].bits == want[i].bits) continue;
+    if (m.count++ > 0) continue;
+    const float reference_value = i < want.size() ? want[i].to_float() : 0.0f;
+    m.first =
+        fmt::format("rank {} token {} channel {}: got {:#06x} ({}), reference {:#06x} ({})", rank,
+                    first_token + static_cast<std::int64_t>(i) / spec.hidden, i % spec.hidden, got[i].bits,
+                    got[i].to_float(), i < want.size() ? want[i].bits : 0, reference_value);
+  }
+  return m;
+}
+
 Result<std::vector<bf16>> reference_stack_output(const LayerSpec& spec) {
   EPS_RETURN_IF_ERROR(validate_layer_spec(spec));
   std::vector<bf16> x;

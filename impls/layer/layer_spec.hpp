@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -85,5 +86,15 @@ Result<routing::Routing> workload_routing(const LayerSpec& spec, int layer, int 
 
 // The single-process reference of the whole stack: out [T, H] of the last layer for every token.
 Result<std::vector<bf16>> reference_stack_output(const LayerSpec& spec);
+
+// Rank `rank`'s stack output `got` [T_r, H] against its rows of `reference` [T, H], bit for bit: how many
+// values differ, and the first ("rank r token g channel c: got 0x.... (v), reference 0x.... (v)"; "" if
+// none).
+struct OutputMismatches {
+  std::int64_t count = 0;
+  std::string first;
+};
+OutputMismatches compare_with_reference(const LayerSpec& spec, int rank, std::span<const bf16> got,
+                                        std::span<const bf16> reference);
 
 }  // namespace eps::layer

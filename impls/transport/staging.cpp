@@ -51,6 +51,19 @@ struct RoutedTransport::Staging {
   PinnedArray<LlRange> layout_range;
   PinnedArray<bf16> combine_x, bias0, bias1, out;
   PinnedArray<float> combined_weights;
+
+  // The staged dispatch outputs as the backend writes them.
+  DispatchOutput outputs() const {
+    return {recv_x,
+            recv_x_scales,
+            recv_topk_idx,
+            recv_topk_weights,
+            recv_weights,
+            num_recv_tokens_per_expert,
+            packed_recv_count,
+            src_info,
+            layout_range};
+  }
 };
 
 namespace {
@@ -108,15 +121,7 @@ Result<std::unique_ptr<DispatchHandle>> RoutedTransport::staged_dispatch(Layout 
   EPS_RETURN_IF_ERROR(s.packed_recv_count.resize(dev, out.packed_recv_count.size()));
   EPS_RETURN_IF_ERROR(s.src_info.resize(dev, out.src_info.size()));
   EPS_RETURN_IF_ERROR(s.layout_range.resize(dev, out.layout_range.size()));
-  const DispatchOutput host_out{s.recv_x,
-                                s.recv_x_scales,
-                                s.recv_topk_idx,
-                                s.recv_topk_weights,
-                                s.recv_weights,
-                                s.num_recv_tokens_per_expert,
-                                s.packed_recv_count,
-                                s.src_info,
-                                s.layout_range};
+  const DispatchOutput host_out = s.outputs();
   EPS_ASSIGN_OR_RETURN(std::unique_ptr<DispatchHandle> handle, direct_dispatch(layout, host_in, host_out));
   EPS_RETURN_IF_ERROR(copy_back_dispatch(static_cast<const RoutedHandle&>(*handle), out));
   return handle;
@@ -129,15 +134,7 @@ Status RoutedTransport::staged_dispatch_cached(const RoutedHandle& h, const Disp
   EPS_RETURN_IF_ERROR(to_host(dev, in.x, s.x));
   EPS_RETURN_IF_ERROR(to_host(dev, in.x_scales, s.x_scales));
   const DispatchInput host_in{in.num_tokens, s.x, s.x_scales, {}, {}};
-  const DispatchOutput host_out{s.recv_x,
-                                s.recv_x_scales,
-                                s.recv_topk_idx,
-                                s.recv_topk_weights,
-                                s.recv_weights,
-                                s.num_recv_tokens_per_expert,
-                                s.packed_recv_count,
-                                s.src_info,
-                                s.layout_range};
+  const DispatchOutput host_out = s.outputs();
   EPS_RETURN_IF_ERROR(check_cached_dispatch(config_, size_, h, host_in, host_out));
   EPS_RETURN_IF_ERROR(run_cached_dispatch(h, host_in, host_out));
   return copy_back_dispatch(h, out);

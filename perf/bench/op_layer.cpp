@@ -244,17 +244,8 @@ class LayerMeasurement final : public Measurement {
   }
   Result<Mismatches> check(int) override {
     EPS_ASSIGN_OR_RETURN(const std::vector<bf16> got, stack_.output());
-    const std::size_t first = static_cast<std::size_t>(spec_.first_token(mpi::rank()) * spec_.hidden);
-    Mismatches m;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      if (got[i].bits == (*reference_)[first + i].bits) continue;
-      if (m.count++ == 0) {
-        m.first = fmt::format("rank {} token {} channel {}: got {:#06x}, reference {:#06x}", mpi::rank(),
-                              spec_.first_token(mpi::rank()) + static_cast<std::int64_t>(i) / spec_.hidden,
-                              i % spec_.hidden, got[i].bits, (*reference_)[first + i].bits);
-      }
-    }
-    return m;
+    const layer::OutputMismatches m = layer::compare_with_reference(spec_, mpi::rank(), got, *reference_);
+    return Mismatches{m.count, m.first};
   }
   Status settle() override;
 

@@ -38,6 +38,7 @@ class ProxyTransport final : public direct_detail::DirectTransport {
 
   Status setup() override {
     EPS_RETURN_IF_ERROR(DirectTransport::setup());
+    batch_.assign(static_cast<std::size_t>(size_), {});
     EPS_RETURN_IF_ERROR(check_command_limits());
     channel::ProxyEngineConfig engine;
     engine.fifos = size_;
@@ -90,22 +91,16 @@ class ProxyTransport final : public direct_detail::DirectTransport {
   // `cpu` device, host threads standing in for warps). Commands for one destination may enter its FIFO in any
   // order within a batch: the proxies number puts in pop order, and the signal writes are a later batch.
   Status launch_batch() {
-    if (batch_.empty()) return Status();
     std::uint64_t gave_up = 0;
-    std::vector<Command> commands;
-    commands.swap(batch_);
-    std::vector<std::int64_t> first(static_cast<std::size_t>(size_) + 1, 0);
+    const auto budget = static_cast<std::int64_t>(config_.timeout_seconds * 1e9);
     for (int q = 0; q < size_; ++q) {
-      std::vector<Command> mine;
-      for (const Command& c : commands) {
-        if (static_cast<int>(c.destination()) == q) mine.push_back(c);
-      }
+      std::vector<Command>& mine = batch_[static_cast<std::size_t>(q)];
       if (mine.empty()) continue;
-      const auto budget = static_cast<std::int64_t>(config_.timeout_seconds * 1e9);
       EPS_RETURN_IF_ERROR(kernels().run(
           device::FifoPushArgs{engine_->fifo(q), mine.data(), static_cast<std::int64_t>(mine.size()),
                                kMaxPolls, &gave_up, channel::producer_clock_ns() + budget}));
       EPS_RETURN_IF_ERROR(kernels().synchronize());
+      mine.clear();
       if (gave_up != 0) {
         EPS_RETURN_IF_ERROR(engine_->status());
         return Status(
@@ -117,22 +112,24 @@ class ProxyTransport final : public direct_detail::DirectTransport {
     return Status();
   }
 
+  void queue(int peer, const channel::CommandFields& fields) {
+    batch_[static_cast<std::size_t>(peer)].push_back(channel::pack_command(fields));
+  }
+
   Status put_data(int peer, int parity, int channel, int tokens, std::size_t record_bytes,
                   std::size_t local_offset, std::size_t remote_offset) override {
     record_bytes_.store(record_bytes, std::memory_order_relaxed);  // published by the FIFO's release store
     const std::size_t bytes = static_cast<std::size_t>(tokens) * record_bytes;
-    batch_.push_back(channel::pack_command(
-        {CommandType::kWrite, static_cast<std::uint32_t>(parity), static_cast<std::uint32_t>(channel),
-         static_cast<std::uint32_t>(peer), bytes, local_offset, remote_offset}));
+    queue(peer, {CommandType::kWrite, static_cast<std::uint32_t>(parity), static_cast<std::uint32_t>(channel),
+                 static_cast<std::uint32_t>(peer), bytes, local_offset, remote_offset});
     if (peer != rank_) wire_.sent += static_cast<std::int64_t>(bytes);
     return Status();
   }
 
   Status put_signal(int peer, int parity, std::size_t local_offset, std::size_t remote_offset,
                     std::size_t bytes) override {
-    batch_.push_back(
-        channel::pack_command({CommandType::kWrite, static_cast<std::uint32_t>(parity) | kSignalFlag, 0,
-                               static_cast<std::uint32_t>(peer), bytes, local_offset, remote_offset}));
+    queue(peer, {CommandType::kWrite, static_cast<std::uint32_t>(parity) | kSignalFlag, 0,
+                 static_cast<std::uint32_t>(peer), bytes, local_offset, remote_offset});
     if (peer != rank_) wire_.sent += static_cast<std::int64_t>(bytes);
     return Status();
   }
@@ -143,8 +140,7 @@ class ProxyTransport final : public direct_detail::DirectTransport {
   // sender-barrier: each FIFO holds its signal write behind a QUIET until its data puts completed.
   Status await_data_completions(int) override {
     for (int q = 0; q < size_; ++q) {
-      batch_.push_back(
-          channel::pack_command({CommandType::kQuiet, 0, 0, static_cast<std::uint32_t>(q), 0, 0, 0}));
+      queue(q, {CommandType::kQuiet, 0, 0, static_cast<std::uint32_t>(q), 0, 0, 0});
     }
     return launch_batch();
   }
@@ -166,7 +162,7 @@ class ProxyTransport final : public direct_detail::DirectTransport {
   static constexpr std::uint64_t kMaxPolls = std::uint64_t{1} << 34;
 
   std::unique_ptr<channel::ProxyEngine> engine_;
-  std::vector<Command> batch_;
+  std::vector<std::vector<Command>> batch_;  // per destination: the commands of the next launch
   std::atomic<std::size_t> record_bytes_{1};
 };
 
