@@ -180,21 +180,21 @@ Result<std::unique_ptr<Transport>> make_proxy_transport(const TransportConfig& c
   if (selection.proxy_threads < 1 || selection.proxy_threads > channel::kMaxProxyThreads) {
     return out_of_range("--proxy-threads", 1, channel::kMaxProxyThreads, selection.proxy_threads);
   }
-  EPS_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Fabric> fab,
-                       fabric::make_fabric(selection, config.comm, config.timeout_seconds));
-  // Known defect: over the `auto` fabric's composite across nodes (shm + libfabric:tcp) the first operation
-  // of a new proxy transport sometimes never sees a peer's puts (tcp;ofi_rxm reports "Transport endpoint is
-  // not connected"; seen on the virtual cluster, with one proxy thread too; libfabric:tcp alone passes).
-  // Until it is understood the combination is unavailable rather than flaky. Every rank decides alike (the
-  // name is agreed).
-  if (fab->name().find("auto(") != std::string::npos) {
+  // Known defect: across nodes (seen on the virtual cluster over libfabric:tcp and over the auto composite
+  // shm + tcp, with one proxy thread too) the first operation of a new proxy transport sometimes never sees a
+  // peer's puts (tcp;ofi_rxm: "Transport endpoint is not connected"). Until it is understood the proxy
+  // transport is unavailable when its ranks span nodes, rather than flaky. Every rank sees the same layout.
+  EPS_ASSIGN_OR_RETURN(const mpi::NodeLayout nodes,
+                       mpi::node_layout(config.comm, Deadline(config.timeout_seconds)));
+  if (nodes.nodes() > 1) {
     return Status(
         StatusCode::kUnavailable,
-        fmt::format("proxy over {} (the auto fabric across nodes) is not supported yet: a known defect "
-                    "loses a new transport's first puts; choose --fabric libfabric:tcp or another single "
-                    "fabric",
-                    fab->name()));
+        fmt::format("proxy across {} nodes is not supported yet: a known defect loses a new transport's "
+                    "first puts between nodes (docs/channel.md)",
+                    nodes.nodes()));
   }
+  EPS_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Fabric> fab,
+                       fabric::make_fabric(selection, config.comm, config.timeout_seconds));
   auto transport = std::make_unique<ProxyTransport>(config, selection, rank, size, std::move(fab));
   EPS_RETURN_IF_ERROR(transport->setup());
   return std::unique_ptr<Transport>(std::move(transport));
