@@ -71,6 +71,20 @@ Status parse_combine(const JsonFields& f, MoeLayerConfig& c) {
   return Status();
 }
 
+// One string per token: its bf16 values as 4 lowercase hex digits each, concatenated.
+Json hex_rows(const std::vector<bf16>& values, int hidden) {
+  Json rows = Json::array();
+  std::string row;
+  for (std::size_t t = 0; t * hidden < values.size(); ++t) {
+    row.clear();
+    for (int h = 0; h < hidden; ++h) row += fmt::format("{:04x}", values[t * hidden + h].bits);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace
+
 Result<MoeLayerConfig> parse_layer_config(const Json& input) {
   const JsonFields f(input, "");
   EPS_RETURN_IF_ERROR(f.expect_object());
@@ -91,20 +105,6 @@ Result<MoeLayerConfig> parse_layer_config(const Json& input) {
   EPS_RETURN_IF_ERROR(validate_moe_layer_config(c));
   return c;
 }
-
-// One string per token: its bf16 values as 4 lowercase hex digits each, concatenated.
-Json hex_rows(const std::vector<bf16>& values, int hidden) {
-  Json rows = Json::array();
-  std::string row;
-  for (std::size_t t = 0; t * hidden < values.size(); ++t) {
-    row.clear();
-    for (int h = 0; h < hidden; ++h) row += fmt::format("{:04x}", values[t * hidden + h].bits);
-    rows.push_back(row);
-  }
-  return rows;
-}
-
-}  // namespace
 
 Result<Json> run_ref_layer(const Json& input) {
   EPS_ASSIGN_OR_RETURN(const MoeLayerConfig c, parse_layer_config(input));

@@ -14,8 +14,13 @@
 #pragma once
 
 #include "impls/runtime/json_io.hpp"
+#include "reference/layer/moe_layer.hpp"
 
 namespace eps {
+
+// Reads and validates the input document (every field above) without running the layer; checks that need
+// the routing (mask ratios against the schedule) are made by run_moe_layer.
+Result<MoeLayerConfig> parse_layer_config(const Json& input);
 
 Result<Json> run_ref_layer(const Json& input);
 

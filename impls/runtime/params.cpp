@@ -148,11 +148,16 @@ Result<TokenSweep> expand_range(std::string_view text, std::string_view field, s
   if (geometric && step < 2) return invalid_argument(field, "sweep factor must be >= 2, got x{}", step);
   if (arithmetic && step < 1) return invalid_argument(field, "sweep step must be >= 1, got +{}", step);
   TokenSweep sweep{std::string(text), {}};
-  for (std::int64_t v = a; v <= b; v = geometric ? v * step : v + step) {
+  for (std::int64_t v = a;;) {
     if (sweep.values.size() == kMaxSweepValues) {
       return invalid_argument(field, "sweep '{}' has more than {} values", text, kMaxSweepValues);
     }
     sweep.values.push_back(v);
+    // Stop before the next value would pass b, without computing it: v * F or v + S may not fit 64 bits.
+    // b - v is exact in unsigned arithmetic because v <= b.
+    const auto left = static_cast<std::uint64_t>(b) - static_cast<std::uint64_t>(v);
+    if (geometric ? v > b / step : left < static_cast<std::uint64_t>(step)) break;
+    v = geometric ? v * step : v + step;
   }
   return sweep;
 }

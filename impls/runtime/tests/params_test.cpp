@@ -3,6 +3,7 @@
 #include "impls/runtime/params.hpp"
 
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -202,6 +203,25 @@ TEST(Params, TokenSweeps) {
             "--tokens: expected a:b:xF, a:b:+S, a list or one integer in [0, 65536], got '1:8'");
   EXPECT_EQ(error("1,,2"), "--tokens: expected an integer in [0, 65536], got ''");
   EXPECT_EQ(error("0:65536:+1"), "--tokens: sweep '0:65536:+1' has more than 4096 values");
+}
+
+// Found by fuzz/fuzz_params (fuzz/regressions/fuzz_params/): the step after the last value overflowed int64
+// (v * F, v + S; undefined behaviour) instead of ending the sweep.
+TEST(Params, TokenSweepStepsBeyondInt64EndTheSweep) {
+  const auto values = [](std::string_view text, std::int64_t lo, std::int64_t hi) {
+    Result<TokenSweep> s = parse_token_sweep(text, "--tokens", lo, hi);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.ok() ? s->values : std::vector<std::int64_t>{};
+  };
+  EXPECT_EQ(values("8:2048:x3333333333333333332", 0, 65536), (std::vector<std::int64_t>{8}));
+  EXPECT_EQ(values("2:65536:x4611686018427387904", 0, 65536), (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(values("65536:65536:+9223372036854775807", 0, 65536), (std::vector<std::int64_t>{65536}));
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  EXPECT_EQ(values("-9223372036854775808:9223372036854775807:+9223372036854775807", kMin, kMax),
+            (std::vector<std::int64_t>{kMin, -1, kMax - 1}));
+  EXPECT_EQ(values("4611686018427387904:9223372036854775807:x2", kMin, kMax),
+            (std::vector<std::int64_t>{std::int64_t{1} << 62}));
 }
 
 TEST(Params, SweepParameterThroughTheCommandLine) {
