@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "conformance/suite.hpp"
+#include "impls/fabric/chaos/chaos_fabric.hpp"
 #include "impls/problem/device_mirror.hpp"
 #include "impls/problem/transport_problem.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
@@ -357,10 +358,21 @@ INSTANTIATE_TEST_SUITE_P(Transports, UndeclaredContract, testing::ValuesIn(undec
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(UndeclaredContract);
 
+// The chaos of the negative control: the run's --chaos when it reorders puts (window >= 2), so that `epsuite
+// soak` varies it per seed and its replay line (`epsuite check --chaos ...`) reproduces it; otherwise (no
+// --chaos, or one that does not reorder) the decorator's defaults with seed 1.
+std::string negative_control_chaos() {
+  const std::string& spec = fabric_selection().chaos;
+  if (spec.empty()) return "seed=1";
+  const Result<fabric::ChaosOptions> options = fabric::parse_chaos(spec);
+  return options.ok() && options->window >= 2 ? spec : "seed=1";
+}
+
 // docs/fabrics.md 6.3 negative control: fabric-order signalling trusts put order, which the chaos fabric does
 // not keep, so 64 LL rounds over the selected fabric wrapped in chaos must produce wrong results that the
 // checks catch. If they all pass, the chaos fabric has lost its teeth and this test fails. It runs only when
-// direct is selected and at least two ranks can reorder.
+// direct is selected and at least two ranks can reorder. It records the wrong rounds and the chaos spec
+// (`epsuite soak` counts the catches).
 TEST(NegativeControl, FabricOrderOnTheChaosFabricIsCaught) {
   const auto& selected = selected_transports();
   if (std::find(selected.begin(), selected.end(), "direct") == selected.end() || mpi::size() < 2) return;
@@ -369,7 +381,7 @@ TEST(NegativeControl, FabricOrderOnTheChaosFabricIsCaught) {
   shape.max_tokens = 16;
   fabric::FabricSelection unsafe = fabric_selection();
   unsafe.signal = "fabric-order";
-  unsafe.chaos = "seed=1";
+  unsafe.chaos = negative_control_chaos();
   unsafe.allow_unsafe = true;
   Result<std::unique_ptr<transport::Transport>> made =
       transport::make_transport("direct", transport_config(shape, mpitest::timeout_seconds()), unsafe);
@@ -397,6 +409,7 @@ TEST(NegativeControl, FabricOrderOnTheChaosFabricIsCaught) {
   EXPECT_GT(total, 0) << "fabric-order over " << described
                       << " passed 64 rounds on every rank: the chaos fabric no longer reorders puts";
   RecordProperty("negative_control_wrong_rounds", total);
+  RecordProperty("negative_control_chaos", unsafe.chaos);
 }
 
 }  // namespace

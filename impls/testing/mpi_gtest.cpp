@@ -121,7 +121,8 @@ void set_strict(bool strict) { run_state().strict = strict; }
 double timeout_seconds() { return run_state().timeout_seconds; }
 void set_timeout_seconds(double seconds) { run_state().timeout_seconds = seconds; }
 
-int run_tests(const std::vector<std::string>& gtest_flags) {
+int run_tests(const std::vector<std::string>& gtest_flags,
+              const std::function<void(testing::TestEventListeners&)>& add_listeners) {
   RunState& s = run_state();
   if (s.comm == MPI_COMM_NULL) {
     Result<MPI_Comm> dup = mpi::comm_dup(MPI_COMM_WORLD, test_deadline());
@@ -145,6 +146,7 @@ int run_tests(const std::vector<std::string>& gtest_flags) {
     // Listing prints from inside RUN_ALL_TESTS; rank 0's list is the list.
     if (GTEST_FLAG_GET(list_tests)) return 0;
   }
+  if (add_listeners) add_listeners(listeners);
   listeners.Append(new FailureRecorder);
   listeners.Append(new FailureReraiser);
   return RUN_ALL_TESTS() == 0 ? 0 : 1;

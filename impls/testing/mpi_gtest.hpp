@@ -19,6 +19,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,7 +58,14 @@ inline Deadline test_deadline() { return Deadline(timeout_seconds()); }
 
 // Runs every registered test with `gtest_flags` (each "--gtest_..."); MPI must be initialized. Returns
 // this rank's result (0 passed, 1 failed); combine ranks with mpi::finalize.
-int run_tests(const std::vector<std::string>& gtest_flags);
+//
+// `add_listeners` (optional) is called on every rank after GoogleTest parsed the flags and before the runner
+// appends its own listeners, so that a listener it appends (e.g. `epsuite soak`'s, which changes the fabric
+// selection per --gtest_repeat iteration) gets OnTestIterationStart before any test and OnTestEnd /
+// OnTestIterationEnd after the other ranks' failures were re-raised on rank 0. It may also release rank 0's
+// default result printer.
+int run_tests(const std::vector<std::string>& gtest_flags,
+              const std::function<void(testing::TestEventListeners&)>& add_listeners = {});
 
 // The outcome counts of the last run_tests, as rank 0 reports them (other ranks' failures included).
 struct TestCounts {
