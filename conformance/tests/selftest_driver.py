@@ -109,6 +109,16 @@ class Driver:
                     "rank 1 in round 0 of a barrier on a communicator of 2 ranks" in p.stderr, "timeout: diagnostic missing", p)
         self.expect(p.seconds < 30, f"timeout: took {p.seconds:.1f} s")
 
+    # A rank that stops right after an EPLB plan's weight moves were posted (docs/eplb.md 8.7): the other ranks
+    # end the job with exit code 3 and say what they waited for, instead of hanging.
+    def eplb_move_failure(self):
+        p = self.run(3, self.args.selftest, "--transport", "mpi", "--timeout", "2", "--gtest_also_run_disabled_tests",
+                     "--gtest_filter=EplbFailure.DISABLED_RankFailureDuringAMoveEndsTheJob", timeout=90)
+        self.expect(p.returncode == 3, f"eplb move failure: exit code {p.returncode}, expected 3", p)
+        self.expect("epsuite: error on host " in p.stderr and "timed out after 2.000 s waiting for" in p.stderr,
+                    "eplb move failure: diagnostic missing", p)
+        self.expect(p.seconds < 60, f"eplb move failure: took {p.seconds:.1f} s")
+
     # `epsuite check` runs the suite in-process, passes gtest flags through, refuses unknown flags.
     def check_cli(self):
         report = self.path("check.json")
@@ -196,7 +206,7 @@ class Driver:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("case", choices=["rerun-failure", "skip-and-strict", "timeout-aborts", "check-cli",
-                                         "info-cli", "fabric-cli"])
+                                         "info-cli", "fabric-cli", "eplb-move-failure"])
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--selftest", required=True)
     parser.add_argument("--epsuite", required=True)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
@@ -28,7 +29,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kOps[] = {"dispatch", "combine", "roundtrip"};
 constexpr const char* kModes[] = {"ht", "ll"};
-constexpr int kSteps = 5;
+constexpr int kSteps = 6;
 
 // The layer step's benches (docs/layer.md 4.4): the preset's stack with token choice, then with expert choice
 // over a denoising trajectory (mask ratios 0 .. 1 at the preset's tokens per rank) under its k schedule and
@@ -62,6 +63,53 @@ std::string layer_summary(const LayerBench& bench, const bench::BenchOutcome& ou
                         best_rate.begin()->first, best_rate.rbegin()->second, best_rate.rbegin()->first);
   }
   return line + fmt::format(" (best transport); {} wrong", wrong);
+}
+
+// The EPLB step (docs/eplb.md 8.6): a few load windows of the preset's stack under the drift workload, the
+// deepseek policy against the static placement as the baseline, every step checked, on the first selected
+// transport in the LL layout (which every transport declares). 12 steps in windows of 2 give the planner time
+// for two rebalances.
+constexpr const char* kEplbPolicies = "deepseek,static";
+constexpr const char* kEplbBaseline = "static";
+constexpr const char* kEplbSteps = "12";
+constexpr const char* kEplbInterval = "2";
+
+// "eplb: deepseek β 0.93 vs static 0.71, 0 wrong, 2 rebalances" from the cases of the EPLB bench: per policy
+// the mean realized β of the windows after the first (window 0 runs the initial static placement under every
+// policy), and the switches of the first policy that is not the baseline.
+std::string eplb_summary(const bench::BenchOutcome& outcome) {
+  std::map<std::string, std::vector<double>> later;  // policy -> realized β of windows 1, 2, ...
+  std::map<std::string, double> first;               // policy -> realized β of window 0
+  std::map<std::string, std::int64_t> switches;
+  std::vector<std::string> order;
+  std::int64_t wrong = 0;
+  for (const CaseResult& c : outcome.cases) {
+    if (c.check) wrong += c.check->mismatches;
+    const std::string policy = c.extra.value("policy", std::string());
+    if (std::find(order.begin(), order.end(), policy) == order.end()) order.push_back(policy);
+    const double beta =
+        c.extra.contains("balancedness") ? c.extra["balancedness"].value("realized", 0.0) : 0.0;
+    if (c.extra.value("window", 0) == 0) {
+      first[policy] = beta;
+    } else {
+      later[policy].push_back(beta);
+    }
+    switches[policy] += c.extra.value("switches", std::int64_t{0});
+  }
+  if (order.empty()) return "eplb: nothing measured";
+  const auto mean_beta = [&](const std::string& policy) {
+    const std::vector<double>& v = later[policy];
+    return v.empty() ? first[policy]
+                     : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  };
+  std::vector<std::string> parts;
+  for (const std::string& policy : order) {
+    parts.push_back(fmt::format("{}{} {:.2f}", policy, parts.empty() ? " β" : "", mean_beta(policy)));
+  }
+  const auto planned =
+      std::find_if(order.begin(), order.end(), [](const std::string& p) { return p != kEplbBaseline; });
+  const std::string& shown = planned != order.end() ? *planned : order.front();
+  return fmt::format("eplb: {}, {} wrong, {} rebalances", fmt::join(parts, " vs "), wrong, switches[shown]);
 }
 
 std::vector<ParamSpec> run_param_specs() {
@@ -208,6 +256,7 @@ class RunJob {
     step_conformance();
     step_bench();
     step_layer();
+    step_eplb();
     step_report();
     mpi::root_print("epsuite run: {} (exit {}); report {}\n", worst_ == 0 ? "PASS" : "FAIL", worst_,
                     (out_ / "report.md").string());
@@ -229,6 +278,7 @@ class RunJob {
     EPS_ASSIGN_OR_RETURN(const ResolvedPreset preset,
                          resolve_preset_flags(params_, mpi::size(), nodes.ranks_per_node()));
     preset_tokens_ = preset.preset->tokens_per_rank;
+    eplb_transport_ = names.empty() ? std::string("mpi") : names.front();
     return Status();
   }
 
@@ -287,22 +337,37 @@ class RunJob {
     }
   }
 
+  // One bench of a step: `op` in `mode` with this run's parameters and `overrides`, its tables in the step's
+  // log, its results in `file` (kept for the plots when written); the worst exit code so far is kept.
+  // nullopt when the parameters were refused (agreed as the run's exit code).
+  std::optional<bench::BenchOutcome> run_step_bench(
+      const std::string& step_log, const std::string& op, const std::string& mode, const std::string& file,
+      const std::map<std::string, std::string>& overrides = {}) {
+    Result<std::unique_ptr<Params>> params = bench_params(params_, mode, file, overrides);
+    agree(params.status());
+    if (!params.ok()) return std::nullopt;
+    bench::BenchOutcome outcome;
+    {
+      StepLog step = log(step_log);
+      outcome = bench::run_bench(**params, {op, argv_, platform_to_json(*platform_)});
+    }
+    worst_ = std::max(worst_, outcome.exit_code);
+    if (fs::exists(file)) bench_files_.push_back(file);
+    return outcome;
+  }
+
+  static void print_problems(const bench::BenchOutcome& outcome) {
+    for (const std::string& problem : outcome.unavailable) mpi::root_print("  problem: {}\n", problem);
+  }
+
   void step_bench() {
     for (const char* op : kOps) {
       for (const char* mode : kModes) {
         const std::string file = (out_ / fmt::format("bench-{}-{}.json", op, mode)).string();
-        Result<std::unique_ptr<Params>> params = bench_params(params_, mode, file);
-        agree(params.status());
-        if (!params.ok()) continue;
-        bench::BenchOutcome outcome;
-        {
-          StepLog step = log("bench");
-          outcome = bench::run_bench(**params, {op, argv_, platform_to_json(*platform_)});
-        }
-        worst_ = std::max(worst_, outcome.exit_code);
-        if (fs::exists(file)) bench_files_.push_back(file);
-        mpi::root_print("[3/{}] bench {} -> {}\n", kSteps, bench_summary(op, mode, outcome), file);
-        for (const std::string& problem : outcome.unavailable) mpi::root_print("  problem: {}\n", problem);
+        const std::optional<bench::BenchOutcome> outcome = run_step_bench("bench", op, mode, file);
+        if (!outcome) continue;
+        mpi::root_print("[3/{}] bench {} -> {}\n", kSteps, bench_summary(op, mode, *outcome), file);
+        print_problems(*outcome);
       }
     }
   }
@@ -313,19 +378,25 @@ class RunJob {
       std::map<std::string, std::string> overrides = {
           {"router", layer.router}, {"schedule", layer.schedule}, {"mask-ratio", layer.mask_ratio}};
       if (layer.trajectory) overrides["tokens"] = std::to_string(preset_tokens_);
-      Result<std::unique_ptr<Params>> params = bench_params(params_, "ht", file, overrides);
-      agree(params.status());
-      if (!params.ok()) continue;
-      bench::BenchOutcome outcome;
-      {
-        StepLog step = log("layer");
-        outcome = bench::run_bench(**params, {"layer", argv_, platform_to_json(*platform_)});
-      }
-      worst_ = std::max(worst_, outcome.exit_code);
-      if (fs::exists(file)) bench_files_.push_back(file);
-      mpi::root_print("[4/{}] {} -> {}\n", kSteps, layer_summary(layer, outcome), file);
-      for (const std::string& problem : outcome.unavailable) mpi::root_print("  problem: {}\n", problem);
+      const std::optional<bench::BenchOutcome> outcome =
+          run_step_bench("layer", "layer", "ht", file, overrides);
+      if (!outcome) continue;
+      mpi::root_print("[4/{}] {} -> {}\n", kSteps, layer_summary(layer, *outcome), file);
+      print_problems(*outcome);
     }
+  }
+
+  void step_eplb() {
+    const std::string file = (out_ / "bench-eplb.json").string();
+    const std::map<std::string, std::string> overrides = {{"transport", eplb_transport_},
+                                                          {"policy", kEplbPolicies},
+                                                          {"workload", "drift"},
+                                                          {"steps", kEplbSteps},
+                                                          {"lb-interval", kEplbInterval}};
+    const std::optional<bench::BenchOutcome> outcome = run_step_bench("eplb", "eplb", "ll", file, overrides);
+    if (!outcome) return;
+    mpi::root_print("[5/{}] {} -> {}\n", kSteps, eplb_summary(*outcome), file);
+    print_problems(*outcome);
   }
 
   void step_report() {
@@ -339,7 +410,7 @@ class RunJob {
       }
     }
     agree(status);
-    mpi::root_print("[5/{}] report: plots in {}, report {}\n", kSteps, (out_ / "plots").string(),
+    mpi::root_print("[6/{}] report: plots in {}, report {}\n", kSteps, (out_ / "plots").string(),
                     (out_ / "report.md").string());
   }
 
@@ -350,6 +421,7 @@ class RunJob {
   fs::path out_;
   int nodes_ = 1;
   std::int64_t preset_tokens_ = 0;
+  std::string eplb_transport_;  // the EPLB step's: the first selected transport
   int worst_ = 0;
   std::optional<Platform> platform_;
   std::vector<std::string> bench_files_;
@@ -364,7 +436,8 @@ void RunCommand::bind(CLI::App& app) {
   add_tag_option(app, tags_);
   app.footer(
       "Runs platform discovery, the conformance suite, a checked bench sweep (dispatch, combine, "
-      "roundtrip; HT and LL) of every selected transport, plots and report.md into --out, printing one line "
+      "roundtrip; HT and LL) of every selected transport, checked MoE layer steps, a short checked EPLB run "
+      "(deepseek against static), plots and report.md into --out, printing one line "
       "per step; the details go to --out/logs/ (--verbose prints them too). Exit codes (docs/errors.md 10): "
       "the largest of the steps' codes.");
 }

@@ -22,12 +22,23 @@ and for the MoE layer step (`epsuite bench layer`, op "layer"), whose series are
   layer_expert_load_<mode>_<dtype>_<tokens>_<transport>_<schedule>[_<identity>][_<platform>]
                               heatmap experts x mask ratio of the kept (token, slot) pairs summed over layers,
                               for each series with >= 2 mask ratios at that token count.
-Layer cases stay out of the transport figures: their p50 is a whole step (routing, expert FFNs and shared
-experts besides dispatch and combine), so bytes / p50 is no transport bandwidth.
+and for EPLB at run time (`epsuite bench eplb`, op "eplb", one case per load window), per mode, dtype and
+workload, one series per policy (and transport, identity and platform where several):
+  eplb_balancedness_<mode>_<dtype>_<workload>  β (docs/eplb.md 8.5) against the window's last step: realized
+                              solid, predicted (the plan in force, under the loads it was planned from) dashed;
+  eplb_step_time_<mode>_<dtype>_<workload>     mean step time (µs, max over ranks) of each window against its
+                              last step;
+  eplb_moved_bytes_<mode>_<dtype>_<workload>   stacked bars of the MB every rebalance moved (same rank, same
+                              node, cross node), one bar per rebalance that moved an expert, labelled with its
+                              policy and switch step.
+Layer and EPLB cases stay out of the transport figures: their p50 is a whole step (routing, expert FFNs and
+shared experts besides dispatch and combine), so bytes / p50 is no transport bandwidth.
 plots.json is the index: every figure with its kind, files, title, axes and what was drawn: series (label,
 transport, platform, identity, points [[x, value], ...]); for layer_phases one series per phase with points
 [[bar label, us], ...] and the bars (tokens, mask ratio); for layer_expert_load mask_ratios and load
-[expert][mask ratio]; so that tests and tools can check what was drawn.
+[expert][mask ratio]; for eplb_balancedness series with realized and predicted points; for eplb_moved_bytes
+one series per class with points [[bar label, MB], ...] and the bars (policy, switch step); so that tests and
+tools can check what was drawn.
 
 Exit codes (docs/errors.md 10): 0 written; 2 bad input (unreadable, truncated or foreign JSON, a schema version
 newer than 1, an empty results list, a case without a field its figures need, such as a layer case's
@@ -43,7 +54,12 @@ import textwrap
 SCHEMA_VERSION = 1
 FINGERPRINT_PREFIX = 8
 LAYER_OP = "layer"
+EPLB_OP = "eplb"
 PHASES = ("route", "dispatch", "expert", "combine", "shared")
+MOVE_CLASSES = ("same_rank", "same_node", "cross_node")
+STEP_AXIS = "step (last of the load window)"
+MAX_BARS_WIDTH = 16.0  # inches
+MAX_BAR_LABELS = 40
 PHASES_MASK_RATIO = 0.5
 TOKENS_AXIS = "tokens per rank"
 MASK_AXIS = "mask ratio"
@@ -114,7 +130,8 @@ def parse_case(path, index, case):
             "algo_gbps": float(number(path, index, case, "bandwidth_gbps", "algo")),
             "sizes": sizes if isinstance(sizes, dict) else {},
             "identity": identity_of(case),
-            "layer": parse_layer(path, index, case) if case.get("op") == LAYER_OP else None}
+            "layer": parse_layer(path, index, case) if case.get("op") == LAYER_OP else None,
+            "eplb": parse_eplb(path, index, case) if case.get("op") == EPLB_OP else None}
 
 
 def parse_layer(path, index, case):
@@ -132,6 +149,34 @@ def parse_layer(path, index, case):
             "mask_ratio": float(number(path, index, case, "mask_ratio")),
             "expert_load": [sum(column) for column in zip(*per_layer)],
             "balancedness": min(balancedness)}
+
+
+def parse_eplb(path, index, case):
+    """The EPLB window's own fields: policy, the window's last step, β predicted and realized, the mean step
+    time and every rebalance that switched in it (switch step, MB moved per class)."""
+    policy = field(path, index, case, "policy")
+    if not isinstance(policy, str) or not policy:
+        raise InputError(f"{path}: results[{index}].policy: must be a policy name, got {policy!r}")
+    rebalances = field(path, index, case, "rebalances")
+    if not isinstance(rebalances, list):
+        raise InputError(f"{path}: results[{index}].rebalances: must be a list")
+    moves = []
+    for i, r in enumerate(rebalances):
+        def moved(*keys):
+            value = r
+            for key in keys:
+                if not isinstance(value, dict) or key not in value:
+                    raise InputError(f"{path}: results[{index}].rebalances[{i}].{'.'.join(keys)}: missing")
+                value = value[key]
+            return non_negative(path, index, f"rebalances[{i}].{'.'.join(keys)}", value)
+        moves.append({"switch_step": int(moved("switch_step")),
+                      "mb": {k: float(moved("moved_bytes", k)) / 1e6 for k in MOVE_CLASSES}})
+    return {"policy": policy,
+            "last_step": int(number(path, index, case, "last_step")),
+            "predicted": float(number(path, index, case, "balancedness", "predicted")),
+            "realized": float(number(path, index, case, "balancedness", "realized")),
+            "step_us": float(number(path, index, case, "stats", "mean")),
+            "rebalances": moves}
 
 
 def identity_of(case):
@@ -351,6 +396,21 @@ def phases_case(series):
     return tokens, mask, series["cases"][(tokens, mask)]
 
 
+def finish_stacked_bars(plt, fig, ax, out_dir, stem, title, xlabel, ylabel):
+    """Axes, title, grid and legend of a stacked bar figure, then its files (returned)."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(wrapped(title), fontsize=9)
+    ax.grid(True, axis="y", alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    # Top to bottom as stacked, beside the bars so that it hides none.
+    ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    files = save(fig, out_dir, stem)
+    plt.close(fig)
+    return files
+
+
 def phases_figure(plt, out_dir, mode, dtype, series_list):
     """Stacked bars of the phases of one step, one bar per series."""
     bars = [(s, *phases_case(s)) for s in series_list]
@@ -365,18 +425,10 @@ def phases_figure(plt, out_dir, mode, dtype, series_list):
         index_series.append({"label": phase, "points": [[s["label"], v] for (s, _, _, _), v in zip(bars, values)]})
     ax.set_xticks(xs, [wrapped(f"{s['label']}\n{t} tokens/rank, mask {m:g}", 26) for s, t, m, _ in bars],
                   fontsize=7)
-    ax.set_xlabel("series (largest token count, mask ratio nearest 0.5)")
     ylabel = "µs per step (summed over layers)"
-    ax.set_ylabel(ylabel)
     title = f"layer {mode} {dtype}: phases of one step\n{configs_of(series_list)}"
-    ax.set_title(wrapped(title), fontsize=9)
-    ax.grid(True, axis="y", alpha=0.3)
-    handles, labels = ax.get_legend_handles_labels()
-    # Top to bottom as stacked, beside the bars so that it hides none.
-    ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    files = save(fig, out_dir, f"layer_phases_{slug(mode)}_{slug(dtype)}")
-    plt.close(fig)
+    files = finish_stacked_bars(plt, fig, ax, out_dir, f"layer_phases_{slug(mode)}_{slug(dtype)}", title,
+                                "series (largest token count, mask ratio nearest 0.5)", ylabel)
     return {"kind": "layer-phases", "op": LAYER_OP, "mode": mode, "dtype": dtype, "files": files, "title": title,
             "x": "series", "y": ylabel,
             "bars": [{"label": s["label"], "transport": s["transport"], "platform": s["platform"],
@@ -454,11 +506,141 @@ def layer_figures(documents, out_dir, plt):
     return index
 
 
+def eplb_series(documents):
+    """The EPLB cases by (mode, dtype, workload), as series: one per policy, transport, identity (less policy
+    and workload) and platform, each {"policy", "transport", "platform", "identity", "configs", "windows":
+    {last step: case}, "label"}, sorted by label. The label is the policy, then the transport when there are
+    several, every other identity entry that tells two series apart, and the platform when there are several."""
+    groups = {}
+    for doc in documents:
+        for case in doc["cases"]:
+            if case["eplb"] is None:
+                continue
+            named = dict(case["identity"])
+            identity = tuple((k, v) for k, v in case["identity"] if k not in ("policy", "workload"))
+            policy = case["eplb"]["policy"]
+            series = groups.setdefault((case["mode"], case["dtype"], named.get("workload", "?")), {}).setdefault(
+                (policy, case["transport"], identity, doc["platform"]),
+                {"policy": policy, "transport": case["transport"], "platform": doc["platform"],
+                 "identity": identity, "configs": set(), "windows": {}})
+            series["configs"].add(doc["config"])
+            series["windows"][case["eplb"]["last_step"]] = case
+    named_groups = {}
+    for key, by_key in groups.items():
+        series_list = list(by_key.values())
+        several_transports = len({s["transport"] for s in series_list}) > 1
+        keys = [k for k in varying_keys([s["identity"] for s in series_list])
+                if not (several_transports and follows_transport(series_list, k))]
+        several_platforms = len({s["platform"] for s in series_list}) > 1
+        for s in series_list:
+            named = dict(s["identity"])
+            extra = ", ".join(f"{k}={named[k]}" for k in keys if k in named)
+            label = s["policy"] + (f", {s['transport']}" if several_transports else "")
+            label += f" ({extra})" if extra else ""
+            s["label"] = f"{label} @ {s['platform']}" if several_platforms else label
+        named_groups[key] = sorted(series_list, key=lambda s: s["label"])
+    return named_groups
+
+
+def index_entry(s, points):
+    return {"label": s["label"], "policy": s["policy"], "transport": s["transport"], "platform": s["platform"],
+            "identity": dict(s["identity"]), "points": points}
+
+
+def eplb_balancedness_figure(plt, out_dir, mode, dtype, workload, series_list):
+    """β against step, one colour per series: realized solid, predicted dashed."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    index_series = []
+    for i, s in enumerate(series_list):
+        steps = sorted(s["windows"])
+        realized = [s["windows"][t]["eplb"]["realized"] for t in steps]
+        predicted = [s["windows"][t]["eplb"]["predicted"] for t in steps]
+        color = f"C{i % 10}"
+        ax.plot(steps, realized, color=color, marker="o", linestyle="-", label=f"{s['label']} realized")
+        ax.plot(steps, predicted, color=color, marker="x", linestyle="--", label=f"{s['label']} predicted")
+        entry = index_entry(s, [[t, v] for t, v in zip(steps, realized)])
+        entry["predicted"] = [[t, v] for t, v in zip(steps, predicted)]
+        index_series.append(entry)
+    ax.set_xlabel(STEP_AXIS)
+    ylabel = "β = mean / max rank load (even split)"
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1.05)
+    title = f"eplb {mode} {dtype}, workload {workload}: balancedness per load window\n{configs_of(series_list)}"
+    ax.set_title(wrapped(title), fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    files = save(fig, out_dir, f"eplb_balancedness_{slug(mode)}_{slug(dtype)}_{slug(workload)}")
+    plt.close(fig)
+    return {"kind": "eplb-balancedness", "op": EPLB_OP, "mode": mode, "dtype": dtype, "workload": workload,
+            "files": files, "title": title, "x": STEP_AXIS, "y": ylabel, "series": index_series}
+
+
+def eplb_step_time_figure(plt, out_dir, mode, dtype, workload, series_list):
+    """The mean step time of each window against its last step, one line per series."""
+    series_map = {s["label"]: {**s, "points": {t: c["eplb"]["step_us"] for t, c in s["windows"].items()}}
+                  for s in series_list}
+    title = f"eplb {mode} {dtype}, workload {workload}: mean step time per load window\n{configs_of(series_list)}"
+    stem = f"eplb_step_time_{slug(mode)}_{slug(dtype)}_{slug(workload)}"
+    entry = line_figure(plt, out_dir, stem, title, "mean step time (µs, max over ranks)", series_map,
+                        xlabel=STEP_AXIS, log2_x=False)
+    for indexed in entry["series"]:
+        indexed["policy"] = next(s["policy"] for s in series_list if s["label"] == indexed["label"])
+    return {"kind": "eplb-step-time", "op": EPLB_OP, "mode": mode, "dtype": dtype, "workload": workload, **entry}
+
+
+def eplb_moved_bytes_figure(plt, out_dir, mode, dtype, workload, series_list):
+    """Stacked bars of the MB each rebalance moved (same rank, same node, cross node), one bar per rebalance
+    that moved an expert, in series then switch-step order."""
+    bars = []
+    for s in series_list:
+        for t in sorted(s["windows"]):
+            for r in s["windows"][t]["eplb"]["rebalances"]:
+                if sum(r["mb"].values()) > 0:
+                    bars.append((s, r))
+    fig, ax = plt.subplots(figsize=(min(MAX_BARS_WIDTH, max(7.0, 0.5 * len(bars) + 3)), 4.8))
+    xs = list(range(len(bars)))
+    labels = [f"{s['label']} @ step {r['switch_step']}" for s, r in bars]
+    bottoms = [0.0] * len(bars)
+    index_series = []
+    for name in MOVE_CLASSES:
+        values = [r["mb"][name] for _, r in bars]
+        ax.bar(xs, values, 0.6, bottom=bottoms, label=name.replace("_", " "))
+        bottoms = [b + v for b, v in zip(bottoms, values)]
+        index_series.append({"label": name, "points": [[label, v] for label, v in zip(labels, values)]})
+    # At most MAX_BAR_LABELS tick labels, so that a long run stays readable (plots.json names every bar).
+    every = max(1, -(-len(bars) // MAX_BAR_LABELS))
+    shown = [(x, label) for x, label in zip(xs, labels) if x % every == 0]
+    ax.set_xticks([x for x, _ in shown], [wrapped(label, 18) for _, label in shown], fontsize=6, rotation=45,
+                  ha="right")
+    if not bars:
+        ax.text(0.5, 0.5, "no rebalance moved an expert", ha="center", va="center", transform=ax.transAxes)
+    ylabel = "moved expert weights (MB)"
+    title = f"eplb {mode} {dtype}, workload {workload}: bytes moved per rebalance\n{configs_of(series_list)}"
+    files = finish_stacked_bars(plt, fig, ax, out_dir, f"eplb_moved_bytes_{slug(mode)}_{slug(dtype)}_{slug(workload)}",
+                                title, "rebalance (policy @ first step under the new placement)", ylabel)
+    return {"kind": "eplb-moved-bytes", "op": EPLB_OP, "mode": mode, "dtype": dtype, "workload": workload,
+            "files": files, "title": title, "x": "rebalance", "y": ylabel,
+            "bars": [{"label": label, "policy": s["policy"], "series": s["label"], "switch_step": r["switch_step"]}
+                     for label, (s, r) in zip(labels, bars)],
+            "series": index_series}
+
+
+def eplb_figures(documents, out_dir, plt):
+    index = []
+    for (mode, dtype, workload), series_list in sorted(eplb_series(documents).items()):
+        index.append(eplb_balancedness_figure(plt, out_dir, mode, dtype, workload, series_list))
+        index.append(eplb_step_time_figure(plt, out_dir, mode, dtype, workload, series_list))
+        index.append(eplb_moved_bytes_figure(plt, out_dir, mode, dtype, workload, series_list))
+    return index
+
+
 def transport_documents(documents):
-    """The documents with their layer cases left out, and those left with none dropped: a layer case's p50 is
-    a whole step (routing, expert FFNs, shared experts besides dispatch and combine), so bytes / p50 is no
-    transport bandwidth; the layer figures draw those cases."""
-    kept = [{**doc, "cases": [c for c in doc["cases"] if c["layer"] is None]} for doc in documents]
+    """The documents with their layer and EPLB cases left out, and those left with none dropped: such a case's
+    p50 is a whole step (routing, expert FFNs, shared experts besides dispatch and combine), so bytes / p50 is no
+    transport bandwidth; the layer and EPLB figures draw those cases."""
+    kept = [{**doc, "cases": [c for c in doc["cases"] if c["layer"] is None and c["eplb"] is None]}
+            for doc in documents]
     return [doc for doc in kept if doc["cases"]]
 
 
@@ -487,7 +669,8 @@ def transport_figures(documents, out_dir, plt):
 
 
 def plot_all(documents, out_dir, plt):
-    return transport_figures(transport_documents(documents), out_dir, plt) + layer_figures(documents, out_dir, plt)
+    return (transport_figures(transport_documents(documents), out_dir, plt) + layer_figures(documents, out_dir, plt)
+            + eplb_figures(documents, out_dir, plt))
 
 
 def main(argv):

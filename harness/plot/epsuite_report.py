@@ -9,8 +9,11 @@ counted from the GoogleTest XML: failed = test cases with a <failure>, skipped =
 (one row per case: op, transport, mode, dtype, tokens, p50 / p99 in µs, algo / physical GB/s, check), MoE
 layer when a bench document holds `epsuite bench layer` cases (one row per case: transport, mode, dtype,
 tokens, mask ratio, schedule, p50 step µs, tokens/s, the µs of each phase, β as the minimum over layers,
-dropped (token, slot) pairs / tokens summed over layers, wrong elements; then links to the layer figures) and
-links to every other plot. Exit code 0; 2 when DIR holds none of those files.
+dropped (token, slot) pairs / tokens summed over layers, wrong elements; then links to the layer figures), EPLB
+when a bench document holds `epsuite bench eplb` cases (one row per load window: transport, policy, workload,
+window, steps, plan, β predicted and realized, mean step µs, switches, moved experts same rank / same node /
+cross node, MB moved, stall µs, planner µs, wrong elements; then links to the EPLB figures) and links to every
+other plot. Exit code 0; 2 when DIR holds none of those files.
 """
 import glob
 import json
@@ -19,6 +22,7 @@ import sys
 import xml.etree.ElementTree as ElementTree
 
 LAYER_OP = "layer"
+EPLB_OP = "eplb"
 PHASES = ("route", "dispatch", "expert", "combine", "shared")
 
 
@@ -74,11 +78,11 @@ def bench_section(paths):
     return lines + [""]
 
 
-def layer_cases(paths):
+def op_cases(paths, op):
     cases = []
     for path in paths:
         with open(path, encoding="utf-8") as f:
-            cases += [c for c in json.load(f).get("results", []) if c.get("op") == LAYER_OP]
+            cases += [c for c in json.load(f).get("results", []) if c.get("op") == op]
     return cases
 
 
@@ -109,8 +113,39 @@ def layer_section(cases, plots):
     return lines + [""]
 
 
+def eplb_row(c):
+    moved = c["moved_experts"]
+    steps = f"{c['first_step']}-{c['last_step']}"
+    return (f"| {c['transport']} | {c['policy']} | {c['identity'].get('workload', '')} | {c['window']} | {steps} "
+            f"| {c['plan']} | {c['balancedness']['predicted']:.3f} | {c['balancedness']['realized']:.3f} "
+            f"| {c['stats']['mean']:.1f} | {c['switches']} "
+            f"| {moved['same_rank']:.0f} / {moved['same_node']:.0f} / {moved['cross_node']:.0f} "
+            f"| {sum(c['moved_bytes'].values()) / 1e6:.3f} | {c['stall_us']:.1f} | {c['planner_us']:.1f} "
+            f"| {wrong_text(c['check'])} |")
+
+
+def eplb_section(cases, plots):
+    """The EPLB windows (docs/eplb.md 8.5, 8.6) and links to the EPLB figures of plots."""
+    lines = ["## EPLB", "",
+             "One row per load window; β = mean / max rank load (even split): predicted = the plan in force under "
+             "the loads it was planned from, realized = under the window's loads; step µs = the mean over the "
+             "window of the max over ranks; moved, stall and planner time of the rebalances that switched in the "
+             "window.", "",
+             "| transport | policy | workload | window | steps | plan | β predicted | β realized | step µs "
+             "| switches | moved experts (rank / node / cross) | moved MB | stall µs | planner µs | #wrong |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+    lines += [eplb_row(c) for c in cases]
+    if plots:
+        lines += ["", "Figures:", ""] + plot_links(plots)
+    return lines + [""]
+
+
 def is_layer_plot(plot):
     return plot.get("op") == LAYER_OP
+
+
+def is_eplb_plot(plot):
+    return plot.get("op") == EPLB_OP
 
 
 def plot_links(plots):
@@ -156,12 +191,15 @@ def main(argv):
     plot_index = read_plots(plots) if os.path.isfile(plots) else None
     if benches:
         sections += bench_section(benches)
-    layer = layer_cases(benches)
-    # Each figure is linked once: the layer figures under the layer table, the others under Plots.
+    layer = op_cases(benches, LAYER_OP)
+    eplb = op_cases(benches, EPLB_OP)
+    # Each figure is linked once: the layer and EPLB figures under their tables, the others under Plots.
     if layer:
         sections += layer_section(layer, [p for p in plot_index or [] if is_layer_plot(p)])
-    others = [p for p in plot_index or [] if not (layer and is_layer_plot(p))]
-    if plot_index is not None and (others or not layer):
+    if eplb:
+        sections += eplb_section(eplb, [p for p in plot_index or [] if is_eplb_plot(p)])
+    others = [p for p in plot_index or [] if not (layer and is_layer_plot(p)) and not (eplb and is_eplb_plot(p))]
+    if plot_index is not None and (others or not (layer or eplb)):
         sections += plots_section(others)
     if not sections:
         print(f"epsuite: error: {out_dir}: holds no info.json, conformance.xml, bench-*.json or plots", file=sys.stderr)

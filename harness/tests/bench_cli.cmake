@@ -3,7 +3,10 @@
 # CASE smoke: the documented command with -c writes a table and a schema-valid results document whose cases
 #   all passed. CASE fabric-*: `bench fabric` over one fabric with -c: a row per size with 0
 #   wrong bytes and a schema-valid document with three passed cases (put-bw, put-latency, copy) per size.
-#   CASE direct-dispatch: `bench dispatch --transport direct --fabric shm -c` passes.
+#   CASE direct-dispatch: `bench dispatch --transport direct --fabric shm -c` passes. CASE eplb: `bench eplb -c`
+#   on the smoke preset with the drift workload (deepseek and static, 8 steps in windows of 2) has 0 wrong
+#   values, and every case (one per load window) names its policy and carries balancedness {predicted,
+#   realized} in (0, 1].
 #   Other CASEs: one bad input each, which must exit exactly 2 with one message naming the flag and leave
 #   no results file behind.
 cmake_policy(SET CMP0054 NEW)  # quoted arguments are strings, never variable names
@@ -28,6 +31,16 @@ elseif(CASE MATCHES "^fabric-(shm|chaos-shm|libfabric-shm|libfabric-tcp)$")
 elseif(CASE STREQUAL "direct-dispatch")
   set(np 4)
   set(args dispatch --transport direct --fabric shm --preset smoke --json ${json} -n 3 -w 1 -c)
+elseif(CASE STREQUAL "eplb")
+  set(np 4)
+  set(args eplb --transport mpi --preset smoke --workload drift --policy deepseek,static --steps 8 --lb-interval 2
+           -c --json ${json})
+elseif(CASE STREQUAL "eplb-greedy-slots")
+  set(args eplb --transport mpi --preset smoke --workload drift --policy greedy --slots 26 --json ${json})
+  set(expect "--policy: greedy places no replicas: it needs --slots 24 (= E)")
+elseif(CASE STREQUAL "eplb-no-workload")
+  set(args eplb --transport mpi --preset smoke --json ${json})
+  set(expect "--workload: bench eplb needs one")
 elseif(CASE STREQUAL "unknown-fabric")
   set(args fabric --fabric bogus --json ${json})
   set(expect "--fabric: unknown fabric 'bogus'; registered: auto, shm")
@@ -74,7 +87,7 @@ execute_process(COMMAND ${MPIEXEC} -np ${np} --map-by :OVERSUBSCRIBE ${EPSUITE} 
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 240)
 message("stdout:\n${out}\nstderr:\n${err}")
 
-if(NOT CASE MATCHES "^(smoke|fabric-.*|direct-dispatch)$")
+if(NOT CASE MATCHES "^(smoke|fabric-.*|direct-dispatch|eplb)$")
   if(NOT rc STREQUAL "2")
     message(FATAL_ERROR "expected exit code 2, got '${rc}'")
   endif()
@@ -143,6 +156,54 @@ if(CASE MATCHES "^fabric-")
       math(EXPR i "${i} + 1")
     endforeach()
   endforeach()
+  return()
+endif()
+if(CASE STREQUAL "eplb")
+  foreach(line "# epsuite bench eplb" "#  eplb             policy deepseek," "#  eplb             policy static,"
+               "beta   beta")
+    string(FIND "${out}" "${line}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "table header line '${line}' missing")
+    endif()
+  endforeach()
+  # Two series (deepseek, static) of 4 windows each, every window checked with 0 wrong values.
+  string(JSON n_cases LENGTH "${doc}" results)
+  if(NOT n_cases EQUAL 8)
+    message(FATAL_ERROR "expected 8 results (2 policies x 4 windows), got ${n_cases}")
+  endif()
+  set(policies "")
+  math(EXPR last "${n_cases} - 1")
+  foreach(i RANGE ${last})
+    string(JSON op GET "${doc}" results ${i} op)
+    string(JSON passed GET "${doc}" results ${i} check passed)
+    string(JSON wrong GET "${doc}" results ${i} check mismatches)
+    string(JSON policy GET "${doc}" results ${i} policy)
+    string(JSON identity_policy GET "${doc}" results ${i} identity policy)
+    string(JSON n_times LENGTH "${doc}" results ${i} times_us)
+    if(NOT op STREQUAL "eplb" OR NOT passed OR NOT wrong EQUAL 0 OR NOT policy STREQUAL identity_policy
+       OR NOT n_times EQUAL 2)
+      message(FATAL_ERROR "result ${i}: op ${op}, passed=${passed}, ${wrong} wrong, policy ${policy} "
+                          "(identity ${identity_policy}), ${n_times} times")
+    endif()
+    list(APPEND policies ${policy})
+    foreach(which predicted realized)
+      string(JSON beta GET "${doc}" results ${i} balancedness ${which})
+      if(NOT beta MATCHES "^[0-9.eE+-]+$" OR beta LESS_EQUAL 0 OR beta GREATER 1)
+        message(FATAL_ERROR "result ${i}: balancedness.${which} is '${beta}', expected a number in (0, 1]")
+      endif()
+    endforeach()
+    foreach(key moved_experts moved_bytes)
+      foreach(class same_rank same_node cross_node)
+        string(JSON value GET "${doc}" results ${i} ${key} ${class})
+      endforeach()
+    endforeach()
+    string(JSON planner_us GET "${doc}" results ${i} planner_us)
+    string(JSON stall_us GET "${doc}" results ${i} stall_us)
+  endforeach()
+  list(REMOVE_DUPLICATES policies)
+  if(NOT policies STREQUAL "deepseek;static")
+    message(FATAL_ERROR "expected the policies deepseek and static, got '${policies}'")
+  endif()
   return()
 endif()
 if(CASE STREQUAL "direct-dispatch")

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "reference/data/fill.hpp"
+#include "reference/eplb/policy.hpp"
 
 namespace eps::layer {
 
@@ -103,7 +104,7 @@ DistributedLayer::DistributedLayer(const LayerSpec& spec, transport::Transport& 
       rank_(rank),
       tokens_(spec.rank_tokens[rank]),
       first_(spec.first_token(rank)),
-      local_experts_(spec.num_experts / spec.num_ranks()),
+      local_experts_(spec.slots() / spec.num_ranks()),
       width_(slot_width(spec)),
       buffers_(std::make_unique<Buffers>()) {}
 
@@ -115,7 +116,7 @@ Result<std::unique_ptr<DistributedLayer>> DistributedLayer::create(const LayerSp
   EPS_RETURN_IF_ERROR(validate_layer_spec(spec));
   if (rank < 0 || rank >= spec.num_ranks()) return out_of_range("rank", 0, spec.num_ranks() - 1, rank);
   const transport::TransportConfig& c = transport.config();
-  if (c.num_experts != spec.num_experts || c.hidden != spec.hidden || c.dtype != spec.dtype ||
+  if (c.num_experts != spec.slots() || c.hidden != spec.hidden || c.dtype != spec.dtype ||
       c.top_k != slot_width(spec) || c.max_tokens_per_rank < spec.max_rank_tokens() ||
       c.memory != MemoryKind::kDevice || c.device != &device) {
     return invalid_argument("transport",
@@ -127,7 +128,9 @@ Result<std::unique_ptr<DistributedLayer>> DistributedLayer::create(const LayerSp
 }
 
 Status DistributedLayer::prepare() {
-  const int first_expert = rank_ * local_experts_;
+  EPS_ASSIGN_OR_RETURN(placement_, eplb::static_placement(spec_.num_layers, spec_.num_experts, spec_.slots(),
+                                                          spec_.num_ranks()));
+  const int first_slot = rank_ * local_experts_;
   for (int layer = 0; layer < spec_.num_layers; ++layer) {
     std::vector<float> logits(static_cast<std::size_t>(tokens_ * spec_.num_experts));
     EPS_RETURN_IF_ERROR(data::fill_router_logits(
@@ -137,7 +140,8 @@ Status DistributedLayer::prepare() {
     experts_.emplace_back();
     for (int l = 0; l < local_experts_; ++l) {
       EPS_ASSIGN_OR_RETURN(device::DeviceExpert e,
-                           make_expert(device_, spec_, layer, ExpertRole::kRouted, first_expert + l));
+                           make_expert(device_, spec_, layer, ExpertRole::kRouted,
+                                       placement_.slot_expert(layer, first_slot + l)));
       experts_.back().push_back(std::move(e));
     }
     shared_experts_.emplace_back();
@@ -237,8 +241,59 @@ Status DistributedLayer::route(int layer, StepRecord& record) {
                             "top-k {} cannot be dispatched)",
                             layer, rank_, fixed.status().message(), width_);
   }
+  EPS_RETURN_IF_ERROR(place_slots(layer, fixed->topk_idx));
   EPS_RETURN_IF_ERROR(upload(device_, buffers_->topk_idx, fixed->topk_idx));
   return upload(device_, buffers_->topk_weights, fixed->topk_weights);
+}
+
+// Logical expert ids -> the slots of the replicas that serve them (docs/eplb.md 8.4), in place.
+Status DistributedLayer::place_slots(int layer, std::vector<int>& topk_idx) const {
+  eplb::Assignment a;
+  a.layer = layer;
+  a.top_k = width_;
+  a.source_rank = rank_;
+  for (std::size_t i = 0; i < topk_idx.size(); ++i) {
+    if (topk_idx[i] < 0) continue;
+    a.expert = topk_idx[i];
+    a.token = static_cast<std::int64_t>(i) / width_;
+    a.k = static_cast<int>(static_cast<std::int64_t>(i) % width_);
+    EPS_ASSIGN_OR_RETURN(topk_idx[i],
+                         eplb::replica_slot_for(placement_, a, spec_.replica_rule, spec_.ranks_per_node));
+  }
+  return Status();
+}
+
+Status DistributedLayer::switch_placement(const eplb::Placement& next, std::vector<StagedSlot> staged) {
+  if (next.num_layers != placement_.num_layers || next.num_slots != placement_.num_slots ||
+      next.num_experts != placement_.num_experts || next.num_ranks != placement_.num_ranks) {
+    return invalid_argument("placement",
+                            "has another shape than the layer's ({} layers, {} slots, {} experts)",
+                            placement_.num_layers, placement_.num_slots, placement_.num_experts);
+  }
+  EPS_RETURN_IF_ERROR(eplb::check_placement(next));
+  const int first_slot = rank_ * local_experts_;
+  std::vector<char> covered(static_cast<std::size_t>(spec_.num_layers * local_experts_), 0);
+  for (const StagedSlot& s : staged) {
+    if (s.layer < 0 || s.layer >= spec_.num_layers || s.local < 0 || s.local >= local_experts_) {
+      return invalid_argument("staged", "layer {} slot {} is not a local slot of rank {}", s.layer, s.local,
+                              rank_);
+    }
+    covered[static_cast<std::size_t>(s.layer * local_experts_ + s.local)] = 1;
+  }
+  for (int layer = 0; layer < spec_.num_layers; ++layer) {
+    for (int l = 0; l < local_experts_; ++l) {
+      const int p = first_slot + l;
+      if (next.slot_expert(layer, p) == placement_.slot_expert(layer, p)) continue;
+      if (!covered[static_cast<std::size_t>(layer * local_experts_ + l)]) {
+        return invalid_argument("staged",
+                                "layer {} slot {} changes to expert {} but nothing was staged for it", layer,
+                                p, next.slot_expert(layer, p));
+      }
+    }
+  }
+  for (StagedSlot& s : staged) experts_[s.layer][s.local] = std::move(s.expert);
+  placement_ = next;
+  return Status();
 }
 
 Result<std::unique_ptr<transport::DispatchHandle>> DistributedLayer::dispatch() {

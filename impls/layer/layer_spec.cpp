@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "reference/data/values.hpp"
+
 namespace eps::layer {
 
 std::int64_t LayerSpec::num_tokens() const {
@@ -58,12 +60,13 @@ transport::TransportConfig layer_transport_config(const LayerSpec& spec, MPI_Com
                                                   device::Device* device, double timeout_seconds) {
   transport::TransportConfig c;
   c.comm = comm;
-  c.num_experts = spec.num_experts;
+  c.num_experts = spec.slots();
   c.top_k = slot_width(spec);
   c.hidden = spec.hidden;
   c.max_tokens_per_rank = static_cast<int>(spec.max_rank_tokens());
   c.dtype = spec.dtype;
   c.expert_alignment = 1;
+  c.ranks_per_node = spec.ranks_per_node;
   c.timeout_seconds = timeout_seconds;
   c.device = device;
   c.memory = device ? transport::MemoryKind::kDevice : transport::MemoryKind::kHost;
@@ -75,6 +78,35 @@ namespace {
 bool batch_scope_expert_choice(const LayerSpec& spec) {
   const auto* ec = std::get_if<routing::ExpertChoiceConfig>(&spec.router);
   return ec && ec->scope == routing::CapacityScope::kBatch;
+}
+
+// num_slots, ranks_per_node and step (see layer_spec.hpp).
+Status validate_placement_fields(const LayerSpec& spec) {
+  const int ranks = spec.num_ranks();
+  if (spec.num_slots != 0 && (spec.num_slots < spec.num_experts || spec.num_slots % ranks != 0 ||
+                              spec.num_slots > kMaxLayerExperts)) {
+    return invalid_argument(
+        "num_slots",
+        "must be 0 (one slot per expert) or a multiple of the rank count {} in [E = {}, {}], "
+        "got {}",
+        ranks, spec.num_experts, kMaxLayerExperts, spec.num_slots);
+  }
+  if (spec.num_slots != 0 && spec.num_slots != spec.num_experts &&
+      spec.layout == transport::Layout::kHtRankMajor) {
+    return invalid_argument(
+        "layout",
+        "ht-rank-major combines with the ht-rank tree, which depends on where each expert "
+        "lives; replicated placements (num_slots {}) need ll or ht-expert-major",
+        spec.num_slots);
+  }
+  if (spec.ranks_per_node < 1 || ranks % spec.ranks_per_node != 0) {
+    return invalid_argument("ranks_per_node", "must divide the rank count {}, got {}", ranks,
+                            spec.ranks_per_node);
+  }
+  if (spec.step < 0 || spec.step > static_cast<int>(data::kMaxStep)) {
+    return out_of_range("step", 0, static_cast<int>(data::kMaxStep), spec.step);
+  }
+  return Status();
 }
 
 }  // namespace
@@ -109,6 +141,7 @@ Status validate_layer_spec(const LayerSpec& spec) {
         "routes each rank's tokens where they live (docs/layer.md 4.4): use sequence scope");
   }
   EPS_RETURN_IF_ERROR(validate_moe_layer_config(reference_layer_config(spec, spec.num_layers - 1)));
+  EPS_RETURN_IF_ERROR(validate_placement_fields(spec));
   if (spec.routing_workload) {
     const data::RoutingShape shape{ranks, spec.num_experts, spec.routing_top_k};
     EPS_RETURN_IF_ERROR(data::validate_workload(*spec.routing_workload, shape));
@@ -140,6 +173,7 @@ Result<routing::Routing> workload_routing(const LayerSpec& spec, int layer, int 
   request.seed = spec.seed;
   request.rank = rank;
   request.layer = layer;
+  request.step = spec.step;
   request.num_tokens = spec.rank_tokens[rank];
   request.sequence_length = static_cast<int>(spec.seq_len);
   EPS_ASSIGN_OR_RETURN(const data::Routing given,

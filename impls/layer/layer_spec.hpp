@@ -28,6 +28,7 @@
 
 #include "impls/transport/transport.hpp"
 #include "reference/data/workload.hpp"
+#include "reference/eplb/replica_rule.hpp"
 #include "reference/layer/moe_layer.hpp"
 #include "reference/routing/router.hpp"
 
@@ -55,11 +56,19 @@ struct LayerSpec {
   // the router.
   std::optional<data::WorkloadSpec> routing_workload;
   int routing_top_k = 0;  // K of the workload's slots (a trace's own K)
+  int step = 0;           // the workload's step (docs/numerics.md 2.3, e.g. drift), [0, data::kMaxStep]
+  // Expert placement (docs/eplb.md 8.1, 8.4): P physical slots (0 = E), P / R per rank, each holding one
+  // logical expert; the transport's experts are the slots. (token, k) goes to the replica replica_rule picks;
+  // local-first's node is ranks_per_node consecutive ranks (also the move accounting's node).
+  int num_slots = 0;
+  eplb::ReplicaRule replica_rule = eplb::ReplicaRule::kModulo;
+  int ranks_per_node = 1;
 
   std::int64_t num_tokens() const;           // T = Σ rank_tokens
   std::int64_t first_token(int rank) const;  // prefix_r
   std::int64_t max_rank_tokens() const;      // T_max of the transport
   int num_ranks() const { return static_cast<int>(rank_tokens.size()); }
+  int slots() const { return num_slots > 0 ? num_slots : num_experts; }  // P
 };
 
 // The combine tree that follows `layout` in a layer: ht-rank-major -> ht-rank, else ll-weighted.
@@ -70,8 +79,10 @@ transport::CombineTree layer_tree(transport::Layout layout);
 int slot_width(const LayerSpec& spec);
 
 // Every field, for R = rank_tokens.size() ranks: the reference layer's checks (validate_moe_layer_config of
-// layer 0's reference config), num_layers, E % R, expert-choice batch scope only with R = 1, and the
-// transport's shapes (validate_config). kInvalidArgument naming the field.
+// layer 0's reference config), num_layers, E % R, expert-choice batch scope only with R = 1, num_slots (0 or
+// a multiple of R >= E, and then not with ht-rank-major, whose ht-rank tree depends on the placement),
+// ranks_per_node dividing R, step, and the transport's shapes (validate_config). kInvalidArgument naming the
+// field.
 Status validate_layer_spec(const LayerSpec& spec);
 
 // The reference configuration of layer `layer` (see above).

@@ -21,6 +21,8 @@
 //                   run(i)                this rank's time of the measured work in µs
 //                   check(i)              untimed, with -c: mismatching elements of iteration i's outputs
 //                   settle()              after the last iteration, before times are exchanged
+//                 and how many iterations it runs: the driver's -w/-n, unless `iterations()` fixes them (a
+//                 measurement of successive states, such as one EPLB load window of steps, none repeated)
 // Iterations are numbered 0 .. warmup + iters - 1: warm-ups first, then the timed ones; with -c every one of
 // them is checked. An iteration's time is the maximum over ranks (docs/architecture.md rule 7).
 #pragma once
@@ -47,9 +49,17 @@ struct Mismatches {
   std::string first;
 };
 
+// Warm-up and timed iterations of one measurement.
+struct Iterations {
+  int warmup = 0;
+  int timed = 1;
+};
+
 class Measurement {
  public:
   virtual ~Measurement() = default;
+  // The iterations when the measurement fixes them; nullopt (the default): the driver's -w and -n.
+  virtual std::optional<Iterations> iterations() const { return std::nullopt; }
   virtual Status prepare(int iteration, bool checking) = 0;
   virtual Status sync(const Deadline& deadline);
   virtual Result<double> run(int iteration) = 0;

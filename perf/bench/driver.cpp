@@ -127,11 +127,12 @@ struct Loop {
 Result<Measured> measure(Measurement& m, const Loop& loop) {
   std::vector<double> local;
   Mismatches wrong;
-  for (int i = 0; i < loop.warmup + loop.iters; ++i) {
+  const Iterations n = m.iterations().value_or(Iterations{loop.warmup, loop.iters});
+  for (int i = 0; i < n.warmup + n.timed; ++i) {
     EPS_RETURN_IF_ERROR(m.prepare(i, loop.check));
     EPS_RETURN_IF_ERROR(m.sync(Deadline(loop.timeout)));
     EPS_ASSIGN_OR_RETURN(const double us, m.run(i));
-    if (i >= loop.warmup) local.push_back(us);
+    if (i >= n.warmup) local.push_back(us);
     if (!loop.check) continue;
     EPS_ASSIGN_OR_RETURN(Mismatches found, m.check(i));
     if (found.count > 0 && wrong.count == 0) wrong.first = fmt::format("iteration {}: {}", i, found.first);

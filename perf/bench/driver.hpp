@@ -1,9 +1,10 @@
 // The bench driver: `epsuite bench OP` over the BenchOp table of perf/bench/bench_op.hpp.
 //
 // For every series of the op (a transport, a fabric, ...) and every point of it, for every measurement of
-// the point: -w warm-up and -n timed iterations, identical on every rank, each prepared untimed, preceded by
-// the measurement's barrier, timed by the measurement (MPI_Wtime), and with -c checked bit-exactly (every
-// iteration its own payload, outputs poisoned before it). An iteration's time is the maximum over ranks;
+// the point: -w warm-up and -n timed iterations (or those the measurement fixes, Measurement::iterations),
+// identical on every rank, each prepared untimed, preceded by the measurement's barrier, timed by the
+// measurement (MPI_Wtime), and with -c checked bit-exactly (every iteration its own payload, outputs
+// poisoned before it). An iteration's time is the maximum over ranks;
 // the slowest rank is the one with the largest median (lowest rank on ties). Rank 0 prints the series
 // header and one row per point to stdout; --json FILE gets the results document (docs/results.md
 // 9.1), rewritten atomically after every point.

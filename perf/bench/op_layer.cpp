@@ -30,13 +30,12 @@
 
 #include <fmt/format.h>
 
-#include "impls/device/device_registry.hpp"
 #include "impls/fabric/fabric_selection.hpp"
 #include "impls/layer/distributed_layer.hpp"
-#include "impls/problem/device_mirror.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/transport/registry.hpp"
 #include "perf/bench/bench_op.hpp"
+#include "perf/bench/layer_setup.hpp"
 #include "perf/bench/presets.hpp"
 #include "perf/bench/table.hpp"
 #include "perf/bench/transport_ops.hpp"
@@ -99,36 +98,6 @@ Result<std::vector<float>> parse_mask_ratios(const std::string& text) {
   return out;
 }
 
-// The router of the layer: the preset's, or with --router tc / ec its token-choice or expert-choice side
-// (every preset names K, S and a k schedule; a token-choice preset routes EC with its S, k and schedule).
-Result<routing::RouterConfig> preset_router(const ResolvedPreset& r, const std::string& router_flag,
-                                            const std::string& schedule_flag, std::string& schedule_used) {
-  const Preset& p = *r.preset;
-  const bool expert_choice = router_flag == "preset" ? p.router == "ec" : router_flag == "ec";
-  if (expert_choice && p.seq_len < 1) {
-    return invalid_argument("--router", "preset {} has no sequence length S for expert choice", p.name);
-  }
-  if (!expert_choice) {
-    routing::TokenChoiceConfig tc;
-    tc.k = p.topk;
-    tc.renorm = true;
-    if (p.router == "tc-sigmoid-grouped") {
-      tc.score = routing::ScoreFunction::kSigmoid;
-      tc.groups = p.groups;
-      tc.topk_groups = r.topk_groups;
-    }
-    schedule_used = "none";
-    return routing::RouterConfig(tc);
-  }
-  routing::ExpertChoiceConfig ec;
-  ec.k_schedule.k = p.topk;
-  ec.k_schedule.k_min = p.k_min;
-  ec.k_schedule.k_max = p.k_max;
-  schedule_used = schedule_flag == "preset" ? std::string(p.k_schedule) : schedule_flag;
-  EPS_ASSIGN_OR_RETURN(ec.k_schedule.schedule, routing::parse_schedule(schedule_used, "--schedule"));
-  return routing::RouterConfig(ec);
-}
-
 void choose_layout(const Params& p, LayerSpec& spec) {
   if (p.string("mode") == "ll") {
     spec.layout = transport::Layout::kLl;
@@ -136,16 +105,6 @@ void choose_layout(const Params& p, LayerSpec& spec) {
     spec.layout = p.string("layout") == "expert-major" ? transport::Layout::kHtExpertMajor
                                                        : transport::Layout::kHtRankMajor;
   }
-}
-
-// This rank's value next to every other rank's, in rank order.
-Result<std::vector<std::int64_t>> gather_int64(std::int64_t mine, const Deadline& deadline,
-                                               std::string_view what) {
-  std::vector<std::int64_t> all(static_cast<std::size_t>(mpi::size()), 0);
-  all[static_cast<std::size_t>(mpi::rank())] = mine;
-  EPS_RETURN_IF_ERROR(mpi::allreduce_in_place(all.data(), static_cast<int>(all.size()), MPI_INT64_T, MPI_SUM,
-                                              MPI_COMM_WORLD, deadline, what));
-  return all;
 }
 
 Result<std::shared_ptr<LayerPlan>> make_plan(const BenchContext& context) {
@@ -159,14 +118,7 @@ Result<std::shared_ptr<LayerPlan>> make_plan(const BenchContext& context) {
   const Preset& preset = *plan->preset.preset;
   EPS_ASSIGN_OR_RETURN(plan->mask_ratios, parse_mask_ratios(p.string("mask-ratio")));
   LayerSpec& spec = plan->base;
-  spec.seed = static_cast<std::uint64_t>(p.integer("seed"));
-  spec.num_layers =
-      p.integer("layers") > 0 ? static_cast<int>(p.integer("layers")) : static_cast<int>(preset.layers);
-  spec.hidden = static_cast<int>(preset.hidden);
-  spec.ffn = static_cast<int>(preset.ffn);
-  spec.num_experts = static_cast<int>(preset.experts);
-  spec.num_shared = static_cast<int>(preset.shared_experts);
-  spec.shared_ffn = static_cast<int>(preset.shared_ffn);
+  spec = preset_stack(plan->preset, static_cast<std::uint64_t>(p.integer("seed")), p.integer("layers"));
   EPS_ASSIGN_OR_RETURN(spec.router,
                        preset_router(plan->preset, p.string("router"), p.string("schedule"), plan->schedule));
   const bool expert_choice = std::holds_alternative<routing::ExpertChoiceConfig>(spec.router);
@@ -192,8 +144,7 @@ Result<std::shared_ptr<LayerPlan>> make_plan(const BenchContext& context) {
                             spec.seq_len, plan->preset.max_tokens);
   }
   EPS_RETURN_IF_ERROR(layer::validate_layer_spec(largest));
-  EPS_ASSIGN_OR_RETURN(int local_rank, problem::node_local_rank(MPI_COMM_WORLD, plan->timeout));
-  EPS_ASSIGN_OR_RETURN(plan->device, device::make_device(p.string("device"), local_rank));
+  EPS_ASSIGN_OR_RETURN(plan->device, open_bench_device(p, plan->timeout));
   return plan;
 }
 
@@ -308,11 +259,6 @@ Status LayerMeasurement::settle() {
   return Status();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : nearest_rank_percentile(v, 50);
-}
-
 // Columns: mask ratio, tokens per rank, p50 of the stack (µs), tokens/s over all ranks, the five phases'
 // medians (µs), dropped (token, slot) pairs (token choice) or dropped tokens (expert choice) summed over
 // layers, β of the least balanced layer, #wrong.
@@ -358,26 +304,8 @@ class LayerPoint final : public BenchPoint {
   std::vector<CaseResult> cases(std::span<const Measured> measured) const override {
     const Measured& m = measured.front();
     const StepTotals& t = measurement_.totals();
-    CaseResult c;
-    c.op = "layer";
-    c.transport = std::string(transport_.name());
-    c.mode = fmt::format("{}/{}", transport::layout_name(spec_.layout),
-                         transport::tree_name(layer::layer_tree(spec_.layout)));
-    c.dtype = std::string(transport::dtype_name(spec_.dtype));
-    c.sizes = {{"tokens", spec_.rank_tokens.front()},
-               {"ranks", mpi::size()},
-               {"hidden", spec_.hidden},
-               {"ffn", spec_.ffn},
-               {"experts", spec_.num_experts},
-               {"top_k", layer::slot_width(spec_)},
-               {"shared", spec_.num_shared},
-               {"layers", spec_.num_layers},
-               {"seq_len", spec_.seq_len}};
-    c.identity = transport_.identity();
-    c.identity["device"] = plan_.device->properties().backend;
-    c.identity["staging"] = std::string(transport_.staging());
-    c.identity["seed"] = std::to_string(spec_.seed);
-    c.identity["preset"] = std::string(plan_.preset.preset->name);
+    CaseResult c = stack_case("layer", transport_, *plan_.device, spec_, plan_.preset);
+    c.sizes.emplace_back("seq_len", spec_.seq_len);
     c.identity["router"] = plan_.router;
     c.identity["schedule"] = plan_.schedule;
     c.identity["mask_ratio"] = fmt::format("{}", ratio_);
@@ -446,19 +374,7 @@ class LayerSeries final : public BenchSeries {
     const LayerSpec& s = plan_->base;
     std::string out = fmt::format("# epsuite bench layer (epsuite {}, git {}) on {} ranks, {} node(s)\n",
                                   kSuiteVersion, kGitSha, mpi::size(), plan_->preset.nodes);
-    out += fmt::format("#  {:<16} {}: {}\n", "transport", transport_->name(),
-                       transport::transport_registry().find(transport_->name())->summary);
-    if (transport_->describe() != transport_->name())
-      out += fmt::format("#  {:<16} {}\n", "path", transport_->describe());
-    out +=
-        fmt::format("#  {:<16} {}, staging {}\n", "device", plan_->device->describe(), transport_->staging());
-    out +=
-        fmt::format("#  {:<16} {} layers, H {}, F {}, E {}, shared {} x F {}, router {}, schedule {}, S {}\n",
-                    "layer", s.num_layers, s.hidden, s.ffn, s.num_experts, s.num_shared, s.shared_ffn,
-                    plan_->router, plan_->schedule, s.seq_len);
-    out += fmt::format("#  {:<16} {} dispatch, {} combine, {} payloads, top-k {}, seed {}\n", "contract",
-                       transport::layout_name(s.layout), transport::tree_name(layer::layer_tree(s.layout)),
-                       transport::dtype_name(s.dtype), layer::slot_width(s), s.seed);
+    out += stack_header_lines(*transport_, *plan_->device, s, plan_->router, plan_->schedule);
     out += fmt::format(
         "#  {:<16} wall time of the whole stack per rank, max over ranks; phases: device "
         "synchronized at each end, summed over layers, max over ranks, median over iterations\n",
@@ -524,12 +440,7 @@ std::vector<ParamSpec> layer_params() {
        .default_text = "router",
        .help = "router (route the logits with --router), or a docs/numerics.md 2.3 workload that gives every "
                "token's experts: trace:FILE (a recorded routing trace), zipf:S, hot:E,P, masked:P, ..."});
-  s.push_back({.name = "layers",
-               .kind = ParamKind::kInteger,
-               .default_text = "0",
-               .help = "MoE layers in the stack; 0 = the preset's",
-               .int_min = 0,
-               .int_max = layer::kMaxLayers});
+  s.push_back(layers_param_spec());
   return s;
 }
 

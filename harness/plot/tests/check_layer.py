@@ -161,6 +161,19 @@ def png_links(text):
     return re.findall(r"\[PNG\]\(plots/([^)]+)\.png\)", text)
 
 
+def check_links(report, plots, title, op, expected):
+    """Every figure linked once: those of `op` (the stems `expected`) under the '## title' section, the others
+    under Plots. Returns the op's stems."""
+    stems = sorted(stem for stem, plot in plots.items() if plot.get("op") == op)
+    expect(stems == sorted(expected), f"{op} figures {stems}, expected {sorted(expected)}")
+    links = png_links(section(report, title))
+    expect(sorted(links) == stems, f"the {title} section links {links}")
+    others = sorted(stem for stem in plots if stem not in stems)
+    expect(others and sorted(png_links(section(report, "Plots"))) == others, "the Plots section's links")
+    expect(len(png_links(report)) == len(plots), f"report.md links {len(png_links(report))} PNG figures")
+    return stems
+
+
 def check_report(run_dir):
     with open(os.path.join(run_dir, "report.md"), encoding="utf-8") as f:
         report = f.read()
@@ -171,30 +184,25 @@ def check_report(run_dir):
         expect(row in layer, f"the MoE layer table has no row\n{row}\n--- section:\n{layer}")
     rows = [line for line in layer.splitlines() if line.startswith("| ") and "---" not in line]
     expect(len(rows) == LAYER_ROWS + 1, f"the MoE layer table has {len(rows) - 1} rows, expected {LAYER_ROWS}")
-    # Every figure linked once: the layer ones under the table, the others under Plots.
-    layer_stems = sorted(stem for stem, plot in plots.items() if plot.get("op") == "layer")
-    expect(layer_stems == sorted([*LINES, *PHASE_BARS, *EXPERT_LOADS]), f"layer figures {layer_stems}")
-    expect(sorted(png_links(layer)) == layer_stems, f"the MoE layer section links {png_links(layer)}")
-    others = sorted(stem for stem in plots if stem not in layer_stems)
-    expect(others and sorted(png_links(section(report, "Plots"))) == others, "the Plots section's links")
-    expect(len(png_links(report)) == len(plots), f"report.md links {len(png_links(report))} PNG figures")
+    layer_stems = check_links(report, plots, "MoE layer", "layer", [*LINES, *PHASE_BARS, *EXPERT_LOADS])
     expect("| dispatch | mpi | ht-rank-major/ht-rank | bf16 | 64 | 20.0 | 30.0 | 2.000 |" in report,
            "the bench table lost its dispatch rows")
     print(f"check_layer: report.md holds the MoE layer section ({LAYER_ROWS} rows, {len(layer_stems)} figures)")
 
 
-def main(argv):
-    checks = {"plots": check_plots, "report": check_report}
+def run_checks(tool, usage, checks, argv):
+    """`tool plots DIR` / `tool report DIR`: runs checks[argv[0]] on argv[1]; 0 when it passes, 1 on a
+    mismatch (printed), 2 on bad usage."""
     if len(argv) != 2 or argv[0] not in checks:
-        print(__doc__, file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     try:
         checks[argv[0]](argv[1])
     except (Mismatch, OSError, KeyError, json.JSONDecodeError) as e:
-        print(f"check_layer: {e}", file=sys.stderr)
+        print(f"{tool}: {e}", file=sys.stderr)
         return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_checks("check_layer", __doc__, {"plots": check_plots, "report": check_report}, sys.argv[1:]))

@@ -1,10 +1,11 @@
 # README's main job, `ci/smoke`, after the build (--no-build), run by ctest as
 #   cmake -DSOURCE_DIR=... -DBUILD_DIR=... -DPYTHON=... -DWORK_DIR=... -P ci_smoke.cmake
 # with 3 timed iterations per point. Checks the exit code, that info.json and conformance.xml exist, that
-# every bench-<op>-<mode>.json (3 ops x 2 modes) and the layer step's bench-layer-*.json validate against
-# results-v1.schema.json, and that the plot index lists the 12 transport figures of one platform (6 bandwidth,
-# 3 LL latency, 3 per-platform bars) and some layer figures, each as PNG and SVG on disk, and that report.md
-# holds the conformance verdict, bench rows, the MoE layer section and a link per figure.
+# every bench-<op>-<mode>.json (3 ops x 2 modes), the layer step's bench-layer-*.json and the EPLB step's
+# bench-eplb.json validate against results-v1.schema.json, that the EPLB step checked every window with 0
+# wrong values, that the plot index lists the 12 transport figures of one platform (6 bandwidth, 3 LL latency,
+# 3 per-platform bars), some layer figures and the 3 EPLB figures, each as PNG and SVG on disk, and that
+# report.md holds the conformance verdict, bench rows, the MoE layer and EPLB sections and a link per figure.
 file(REMOVE_RECURSE ${WORK_DIR})
 set(ENV{BUILD_DIR} ${BUILD_DIR})
 set(ENV{EPS_SMOKE_ITERS} 3)
@@ -15,7 +16,8 @@ message("stdout:\n${out}\nstderr:\n${err}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "ci/smoke exited with '${rc}'")
 endif()
-foreach(step IN ITEMS "[1/5] platform" "[2/5] conformance" "[3/5] bench" "[4/5] layer" "[5/5] report")
+foreach(step IN ITEMS "[1/6] platform" "[2/6] conformance" "[3/6] bench" "[4/6] layer" "[5/6] eplb: deepseek"
+                     "[6/6] report")
   string(FIND "${out}" "${step}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "no progress line '${step}'")
@@ -27,8 +29,8 @@ list(LENGTH newlines n_lines)
 if(n_lines GREATER 40)
   message(FATAL_ERROR "the main job printed ${n_lines} lines, expected at most 40")
 endif()
-foreach(f IN ITEMS info.json conformance.xml report.md logs/platform.log logs/conformance.log logs/bench.log
-                   logs/report.log)
+foreach(f IN ITEMS info.json conformance.xml report.md bench-eplb.json logs/platform.log logs/conformance.log
+                   logs/bench.log logs/eplb.log logs/report.log)
   if(NOT EXISTS ${WORK_DIR}/${f})
     message(FATAL_ERROR "missing ${WORK_DIR}/${f}")
   endif()
@@ -45,6 +47,7 @@ if(NOT layer_documents)
 endif()
 execute_process(COMMAND ${PYTHON} ${SOURCE_DIR}/results/schema/validate_results.py
                         ${SOURCE_DIR}/results/schema/results-v1.schema.json ${documents} ${layer_documents}
+                        ${WORK_DIR}/bench-eplb.json
                 RESULT_VARIABLE valid_rc)
 if(NOT valid_rc EQUAL 0)
   message(FATAL_ERROR "a bench results document is not schema-valid")
@@ -53,11 +56,14 @@ file(READ ${WORK_DIR}/plots/plots.json index)
 string(JSON n_plots LENGTH "${index}" plots)
 set(n_transport_plots 0)
 set(n_layer_plots 0)
+set(n_eplb_plots 0)
 math(EXPR last "${n_plots} - 1")
 foreach(i RANGE ${last})
   string(JSON op GET "${index}" plots ${i} op)
   if(op STREQUAL "layer")
     math(EXPR n_layer_plots "${n_layer_plots} + 1")
+  elseif(op STREQUAL "eplb")
+    math(EXPR n_eplb_plots "${n_eplb_plots} + 1")
   else()
     math(EXPR n_transport_plots "${n_transport_plots} + 1")
   endif()
@@ -74,10 +80,23 @@ endif()
 if(n_layer_plots EQUAL 0)
   message(FATAL_ERROR "plots.json lists no layer figure")
 endif()
+if(NOT n_eplb_plots EQUAL 3)
+  message(FATAL_ERROR "plots.json lists ${n_eplb_plots} EPLB figures, expected 3 (balancedness, step time, moved bytes)")
+endif()
+# The EPLB step: every load window checked, 0 wrong values.
+file(READ ${WORK_DIR}/bench-eplb.json eplb_doc)
+string(JSON n_windows LENGTH "${eplb_doc}" results)
+math(EXPR last_window "${n_windows} - 1")
+foreach(i RANGE ${last_window})
+  string(JSON passed GET "${eplb_doc}" results ${i} check passed)
+  if(NOT passed STREQUAL "ON")
+    message(FATAL_ERROR "bench-eplb.json: window case ${i} was not checked or failed")
+  endif()
+endforeach()
 # report.md: the conformance verdict with counts, the layer section, a bench row of each op, a link to each
 # figure's PNG.
 file(READ ${WORK_DIR}/report.md report)
-foreach(expect IN ITEMS "PASS: " " 0 failed" "## MoE layer" "[PNG](plots/")
+foreach(expect IN ITEMS "PASS: " " 0 failed" "## MoE layer" "## EPLB" "[PNG](plots/")
   string(FIND "${report}" "${expect}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "report.md does not contain '${expect}'")

@@ -272,7 +272,9 @@ TEST(FailureGather, ReraiseAddsOneResultPerRecordAtItsLocation) {
 }
 
 void needs_backend(bool present, bool selected) {
-  if (!present) EPS_SKIP_UNAVAILABLE(selected, "no RDMA device on this host");
+  if (!present) {
+    EPS_SKIP_UNAVAILABLE(selected, "no RDMA device on this host");
+  }
 }
 
 // docs/errors.md 10.1: an absent backend skips with its reason; --strict fails only for a selected one.
