@@ -9,9 +9,11 @@
 #include "harness/cli/bench.hpp"
 #include "harness/cli/compare.hpp"
 #include "harness/cli/info.hpp"
+#include "harness/cli/planner.hpp"
 #include "harness/cli/plot.hpp"
 #include "harness/cli/ref.hpp"
 #include "harness/cli/run.hpp"
+#include "harness/cli/soak.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "reference/common/version.hpp"
 
@@ -60,6 +62,18 @@ int epsuite_main(int argc, char** argv) {
       "Regression gate: compare two results files case by case (epsuite compare BASE.json NEW.json)");
   compare_command.bind(*compare);
 
+  SoakCommand soak_command;
+  CLI::App* soak = app.add_subcommand(
+      "soak",
+      "Chaos soak: the conformance cases under N chaos seeds, with replay lines (mpirun ... epsuite soak)");
+  soak_command.bind(*soak);
+
+  PlannerCommand planner_command;
+  CLI::App* planner = app.add_subcommand(
+      "planner",
+      "The EPLB planner as a process, without MPI (EPSUITE_EPLB_KEY=... epsuite planner --listen HOST:PORT)");
+  planner_command.bind(*planner);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -76,6 +90,8 @@ int epsuite_main(int argc, char** argv) {
   if (plot->parsed()) return plot_command.run();
   if (run->parsed()) return run_command.run(std::vector<std::string>(argv, argv + argc));
   if (compare->parsed()) return compare_command.run();
+  if (planner->parsed()) return planner_command.run();
+  if (soak->parsed()) return soak_command.run(*soak, std::vector<std::string>(argv, argv + argc));
   return 0;
 }
 
