@@ -29,7 +29,7 @@ Result<std::unique_ptr<CommandFifo>> CommandFifo::create(std::uint32_t capacity,
     EPS_ASSIGN_OR_RETURN(fifo->buffer_, device->allocate(fifo_bytes(capacity), device::MemoryKind::kHost));
     memory = fifo->buffer_.as<std::byte>();
   } else {
-    fifo->host_.reset(new (std::align_val_t{64}) std::byte[fifo_bytes(capacity)]);
+    fifo->host_.reset(static_cast<std::byte*>(::operator new[](fifo_bytes(capacity), std::align_val_t{64})));
     memory = fifo->host_.get();
   }
   std::fill(memory, memory + fifo_bytes(capacity), std::byte{0});

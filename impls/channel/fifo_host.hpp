@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "impls/channel/fifo.hpp"
@@ -36,8 +37,13 @@ class CommandFifo {
 
  private:
   CommandFifo() = default;
-  device::Buffer buffer_;              // with a device
-  std::unique_ptr<std::byte[]> host_;  // without one
+  // Frees memory from the 64-byte aligned operator new[] with the matching aligned delete[] (found by
+  // ci/sanitize: a plain unique_ptr<std::byte[]> paired the aligned new with the unaligned delete).
+  struct AlignedDelete {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  device::Buffer buffer_;                             // with a device
+  std::unique_ptr<std::byte[], AlignedDelete> host_;  // without one
   FifoView view_;
 };
 
