@@ -169,7 +169,7 @@ Status EplbRuntime::start() {
   }
   window_load_.assign(static_cast<std::size_t>(spec_.num_layers),
                       std::vector<std::int64_t>(static_cast<std::size_t>(spec_.num_experts), 0));
-  window_rows_.assign(static_cast<std::size_t>(spec_.num_layers), std::vector<std::int64_t>(1, 0));
+  window_rows_.assign(static_cast<std::size_t>(spec_.num_layers), 0);
   // Rank 0 connects; every rank learns whether it could.
   const Status connected = rank_ == 0 ? connect_planner() : Status();
   int failed = connected.ok() ? 0 : 1;
@@ -267,7 +267,7 @@ Status EplbRuntime::boundary(EplbStepRecord& record) {
   for (int layer = 0; layer < spec_.num_layers; ++layer) {
     const StepRecord& r = record.layers[layer];
     for (int e = 0; e < spec_.num_experts; ++e) window_load_[layer][e] += r.expert_load[e];
-    window_rows_[layer][0] += r.expert_rows;
+    window_rows_[layer] += r.expert_rows;
   }
   if (++window_steps_ == config_.lb_interval) EPS_RETURN_IF_ERROR(close_window(record));
   Status planner_status;
@@ -296,8 +296,10 @@ Status EplbRuntime::boundary(EplbStepRecord& record) {
     if (!planner_status.ok()) return planner_status;
     return boundary_error("the EPLB planner failed (rank 0 reports why)");
   }
-  if (word.new_plan != 0) EPS_RETURN_IF_ERROR(adopt_plan(static_cast<std::uint64_t>(word.new_plan)));
-  if (word.new_plan != 0) rebalances_.back().adopted_after_step = record.step;
+  if (word.new_plan != 0) {
+    EPS_RETURN_IF_ERROR(adopt_plan(static_cast<std::uint64_t>(word.new_plan)));
+    rebalances_.back().adopted_after_step = record.step;
+  }
   if (moves_ && word.staged_ranks == ranks_ && !moves_->notified) {
     moves_->notified = true;
     rebalances_.back().staged_after_step = record.step;
@@ -325,7 +327,7 @@ Status EplbRuntime::close_window(EplbStepRecord& record) {
     for (std::size_t e = 0; e < experts; ++e) {
       all[(rank_ * layers + l) * experts + e] = static_cast<double>(window_load_[l][e]);
     }
-    all[ranks * layers * experts + rank_ * layers + l] = static_cast<double>(window_rows_[l][0]);
+    all[ranks * layers * experts + rank_ * layers + l] = static_cast<double>(window_rows_[l]);
   }
   EPS_RETURN_IF_ERROR(mpi::allreduce_in_place(all.data(), static_cast<int>(all.size()), MPI_DOUBLE, MPI_SUM,
                                               comm_, Deadline(config_.timeout_seconds),
@@ -347,7 +349,7 @@ Status EplbRuntime::close_window(EplbStepRecord& record) {
   record.window_end = true;
   window_steps_ = 0;
   for (auto& row : window_load_) std::fill(row.begin(), row.end(), 0);
-  for (auto& row : window_rows_) std::fill(row.begin(), row.end(), 0);
+  std::fill(window_rows_.begin(), window_rows_.end(), 0);
   if (rank_ != 0 || planner_->outstanding != 0) return Status();
   eplb::EplbProblem problem;
   problem.weight = windows_.back().loads;

@@ -149,7 +149,7 @@ class EplbRuntime {
   std::uint64_t plan_ = 0;  // the plan in force
   double boundary_start_us_ = 0;
   std::vector<std::vector<std::int64_t>> window_load_;  // [layers][E] this rank's loads so far in the window
-  std::vector<std::vector<std::int64_t>> window_rows_;  // [layers] this rank's expert rows so far
+  std::vector<std::int64_t> window_rows_;               // [layers] this rank's expert rows so far
   int window_steps_ = 0;
   std::vector<WindowRecord> windows_;
   std::vector<RebalanceRecord> rebalances_;
