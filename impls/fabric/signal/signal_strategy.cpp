@@ -88,7 +88,7 @@ class ImmSeq final : public StrategyBase {
         window_(modulus_ / 2),
         next_(static_cast<std::size_t>(shape.ranks), 0),
         prefix_(static_cast<std::size_t>(shape.ranks), 0),
-        seen_(static_cast<std::size_t>(shape.ranks), std::vector<std::uint8_t>(window_, 0)),
+        seen_(static_cast<std::size_t>(shape.ranks)),
         signal_at_(static_cast<std::size_t>(2 * shape.ranks), kNone) {}
 
   std::string_view name() const override { return "imm-seq"; }
@@ -113,20 +113,15 @@ class ImmSeq final : public StrategyBase {
           rank_, f.payload, f.source, prefix_[s] % modulus_, prefix_[s] % modulus_, window_, modulus_);
     }
     const std::uint64_t at = prefix_[s] + offset;
-    std::uint8_t& seen = seen_[s][at % window_];
-    if (seen != 0) {
+    if (!mark_seen(s, at % window_)) {
       return invalid_argument("imm.seq", "imm-seq: rank {} got sequence {} from rank {} twice", rank_,
                               f.payload, f.source);
     }
-    seen = 1;
     if (f.kind == ImmKind::kSignal) {
       EPS_RETURN_IF_ERROR(mark_signal(f, imm));
       signal_at_[slot(f.source, f.parity)] = at;
     }
-    while (seen_[s][prefix_[s] % window_] != 0) {
-      seen_[s][prefix_[s] % window_] = 0;
-      ++prefix_[s];
-    }
+    while (take_seen(s, prefix_[s] % window_)) ++prefix_[s];
     return Status();
   }
 
@@ -148,6 +143,26 @@ class ImmSeq final : public StrategyBase {
  private:
   static constexpr std::uint64_t kNone = ~std::uint64_t{0};
 
+  // The window of a source is one bit per slot, allocated when its first immediate arrives: a rank keeps
+  // 2^(seq_bits - 1) / 8 bytes per peer that sends to it (512 KiB at 23 bits), not per rank of the job.
+  bool mark_seen(std::size_t source, std::uint64_t window_slot) {
+    std::vector<std::uint64_t>& bits = seen_[source];
+    if (bits.empty()) bits.assign(static_cast<std::size_t>((window_ + 63) / 64), 0);
+    std::uint64_t& word = bits[static_cast<std::size_t>(window_slot / 64)];
+    const std::uint64_t mask = std::uint64_t{1} << (window_slot % 64);
+    if ((word & mask) != 0) return false;
+    word |= mask;
+    return true;
+  }
+  // Clears the slot and says whether it was set.
+  bool take_seen(std::size_t source, std::uint64_t window_slot) {
+    std::uint64_t& word = seen_[source][static_cast<std::size_t>(window_slot / 64)];
+    const std::uint64_t mask = std::uint64_t{1} << (window_slot % 64);
+    const bool was_set = (word & mask) != 0;
+    word &= ~mask;
+    return was_set;
+  }
+
   Result<std::uint32_t> next_imm(ImmKind kind, int peer, int parity) {
     const std::uint64_t seq = next_[static_cast<std::size_t>(peer)]++ % modulus_;
     return encode_imm({kind, parity, rank_, static_cast<std::uint32_t>(seq)});
@@ -155,10 +170,10 @@ class ImmSeq final : public StrategyBase {
 
   std::uint64_t modulus_;
   std::uint64_t window_;
-  std::vector<std::uint64_t> next_;              // per peer: sequence numbers sent (absolute)
-  std::vector<std::uint64_t> prefix_;            // per source: contiguous numbers received (absolute)
-  std::vector<std::vector<std::uint8_t>> seen_;  // per source: window slots beyond the prefix
-  std::vector<std::uint64_t> signal_at_;         // per (source, parity): absolute number of the signal
+  std::vector<std::uint64_t> next_;               // per peer: sequence numbers sent (absolute)
+  std::vector<std::uint64_t> prefix_;             // per source: contiguous numbers received (absolute)
+  std::vector<std::vector<std::uint64_t>> seen_;  // per source: window slots beyond the prefix, one bit each
+  std::vector<std::uint64_t> signal_at_;          // per (source, parity): absolute number of the signal
 };
 
 class RecvCount final : public StrategyBase {

@@ -4,12 +4,32 @@
 #include "impls/fabric/signal/signal_strategy.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
 #include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "impls/fabric/signal/imm_codec.hpp"
+
+// Every byte this test binary allocates through operator new, so that a test can bound what a strategy keeps.
+namespace {
+std::atomic<std::size_t> g_new_bytes{0};
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  g_new_bytes += bytes;
+  if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+  throw std::bad_alloc();
+}
+// GCC, seeing these inlined after a new-expression, takes the free() for a mismatch; they are a pair.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 namespace eps::fabric {
 namespace {
@@ -94,6 +114,34 @@ TEST(ImmSeq, CompletesExactlyWhenEveryPutArrivedAcrossSequenceWrap) {
   // seq_bits 5: 32 numbers, window 16 > 2 x (6 + 1); 16 x window = 256 operations wrap the numbers many
   // times.
   run_shuffled("imm-seq", 5, 16 * 16, 6);
+}
+
+TEST(ImmSeq, WindowsOfSeveralWordsWrapAcrossWordBoundaries) {
+  // seq_bits 8: window 128 slots (two 64-bit words of the received bitmap) > 2 x (40 + 1); 300 operations
+  // of up to 41 puts wrap the 256 numbers many times, so held numbers straddle the word boundaries.
+  run_shuffled("imm-seq", 8, 300, 40);
+}
+
+TEST(ImmSeq, WidestNumbersAtSixtyFourRanksOnlyCostTheSendingPeers) {
+  // 23 bits and 64 ranks: a window of 2^22 slots per peer. The receiver keeps one only for peers that
+  // send (fuzz/regressions/fuzz_imm: a byte per slot for every rank once took 256 MiB at setup).
+  const SignalShape shape{64, 1, 8, 2, 23};
+  const std::size_t before_setup = g_new_bytes;
+  auto receiver = make("imm-seq", shape, 5);
+  ASSERT_TRUE(receiver);
+  EXPECT_LT(g_new_bytes - before_setup, std::size_t{64} << 10) << "bytes allocated by the setup";
+  const std::size_t before_two_peers = g_new_bytes;
+  for (const int source : {0, 63}) {
+    ASSERT_TRUE(receiver->on_remote(*encode_imm({ImmKind::kData, 0, source, 1})).ok());   // held
+    EXPECT_FALSE(receiver->on_remote(*encode_imm({ImmKind::kData, 0, source, 1})).ok());  // twice
+    ASSERT_TRUE(receiver->on_remote(*encode_imm({ImmKind::kData, 0, source, 0})).ok());
+    ASSERT_TRUE(receiver->on_remote(*encode_imm({ImmKind::kSignal, 0, source, 2})).ok());
+    EXPECT_TRUE(receiver->stream_complete(source, 0, {}));
+    // One beyond the window of 2^22 numbers past the prefix 3.
+    EXPECT_FALSE(receiver->on_remote(*encode_imm({ImmKind::kData, 0, source, 3 + (1u << 22)})).ok());
+  }
+  // Two windows of 2^22 bits (512 KiB each) and the error messages.
+  EXPECT_LT(g_new_bytes - before_two_peers, std::size_t{1100} << 10) << "bytes allocated for two peers";
 }
 
 TEST(RecvCount, CompletesExactlyWhenEveryTokenArrived) { run_shuffled("recv-count", 16, 200, 6); }
