@@ -6,7 +6,10 @@ usage: epsuite_plot.py --out DIR FILE...
 Reads only results JSON written by `epsuite bench` / `epsuite run` and writes, as PNG and SVG, for the
 transport ops (dispatch, combine, roundtrip):
   bw_<op>_<mode>_<dtype>      algo bandwidth (GB/s, bytes / p50) against tokens per rank, one line per
-                              transport (and platform when the files come from several);
+                              transport (and platform when the files come from several), a shaded band from
+                              bytes / p90 to bytes / p10 (p10 read back from times_us in files of older
+                              builds), and, for the cases that carry one, the machine's ceiling
+                              (docs/results.md 9.4: ceiling.gbps) as a dashed line of the series' colour;
   ll_latency_<op>_<dtype>     p50 latency (us) against tokens per rank for the LL mode (docs/dispatch.md 5.4);
   platforms_<op>              grouped bars: algo GB/s per platform (platform tags when present, else the
                               fingerprint prefix), one bar per transport/mode, at the largest token count
@@ -34,7 +37,8 @@ workload, one series per policy (and transport, identity and platform where seve
 Layer and EPLB cases stay out of the transport figures: their p50 is a whole step (routing, expert FFNs and
 shared experts besides dispatch and combine), so bytes / p50 is no transport bandwidth.
 plots.json is the index: every figure with its kind, files, title, axes and what was drawn: series (label,
-transport, platform, identity, points [[x, value], ...]); for layer_phases one series per phase with points
+transport, platform, identity, points [[x, value], ...]; in bandwidth figures also band [[x, low, high], ...]
+and, where drawn, ceiling [[x, GB/s], ...] with ceiling_linestyle); for layer_phases one series per phase with points
 [[bar label, us], ...] and the bars (tokens, mask ratio); for layer_expert_load mask_ratios and load
 [expert][mask ratio]; for eplb_balancedness series with realized and predicted points; for eplb_moved_bytes
 one series per class with points [[bar label, MB], ...] and the bars (policy, switch step); so that tests and
@@ -119,6 +123,38 @@ def number_list(path, index, value, where):
     return [float(non_negative(path, index, f"{where}[{i}]", v)) for i, v in enumerate(value)]
 
 
+def nearest_rank(sorted_values, p):
+    """docs/results.md 9.1 nearest-rank percentile: the ceil(p/100 * n)-th smallest (1-based)."""
+    rank = -(-p * len(sorted_values) // 100)
+    return sorted_values[min(max(int(rank), 1), len(sorted_values)) - 1]
+
+
+def band_gbps(path, index, case):
+    """(bytes / p90, bytes / p10) in GB/s: the spread of the bandwidth over the repetitions. p10 is in the stats
+    of newer files; older ones give it from times_us."""
+    algo_bytes = float(number(path, index, case, "bytes", "algo"))
+    p90 = float(number(path, index, case, "stats", "p90"))
+    stats = field(path, index, case, "stats")
+    if "p10" in stats:
+        p10 = float(number(path, index, case, "stats", "p10"))
+    else:
+        p10 = nearest_rank(sorted(number_list(path, index, case.get("times_us"), "times_us")), 10)
+    return (algo_bytes / (p90 * 1e3) if p90 > 0 else 0.0, algo_bytes / (p10 * 1e3) if p10 > 0 else 0.0)
+
+
+def parse_ceiling(path, index, case):
+    """The case's ceiling (docs/results.md 9.4) as {"us", "gbps", "ratio", "kind"}; None when the case has none
+    (not measured, or a file of an older build)."""
+    if "ceiling" not in case:
+        return None
+    kind = field(path, index, case, "ceiling", "kind")
+    if kind not in ("shm-copy", "fabric"):
+        raise InputError(f"{path}: results[{index}].ceiling.kind: must be shm-copy or fabric, got {kind!r}")
+    return {"us": float(number(path, index, case, "ceiling", "us")),
+            "gbps": float(number(path, index, case, "ceiling", "gbps")),
+            "ratio": float(number(path, index, case, "ceiling", "ratio")), "kind": kind}
+
+
 def parse_case(path, index, case):
     sizes = field(path, index, case, "sizes")
     return {"op": str(field(path, index, case, "op")),
@@ -128,6 +164,8 @@ def parse_case(path, index, case):
             "tokens": int(number(path, index, case, "sizes", "tokens")),
             "p50_us": float(number(path, index, case, "stats", "p50")),
             "algo_gbps": float(number(path, index, case, "bandwidth_gbps", "algo")),
+            "band_gbps": band_gbps(path, index, case),
+            "ceiling": parse_ceiling(path, index, case),
             "sizes": sizes if isinstance(sizes, dict) else {},
             "identity": identity_of(case),
             "layer": parse_layer(path, index, case) if case.get("op") == LAYER_OP else None,
@@ -232,8 +270,10 @@ def series_label(transport, identity, keys, platform, several_platforms):
     return f"{label} @ {platform}" if several_platforms else label
 
 
-def collect_lines(documents, select, value_key, several_platforms):
-    """{figure key: {series label: {"transport", "platform", "identity", "points": {tokens: value}}}}."""
+def collect_lines(documents, select, value_key, several_platforms, with_bands=False):
+    """{figure key: {series label: {"transport", "platform", "identity", "points": {tokens: value}}}}; with_bands
+    (bandwidth figures) adds "bands" {tokens: (low, high)} and "ceilings" {tokens: ceiling GB/s} of the cases that
+    carry one."""
     grouped = {}
     for doc in documents:
         for case in doc["cases"]:
@@ -245,6 +285,10 @@ def collect_lines(documents, select, value_key, several_platforms):
                 {"transport": case["transport"], "platform": doc["platform"], "identity": case["identity"],
                  "points": {}})
             series["points"][case["tokens"]] = case[value_key]
+            if with_bands:
+                series.setdefault("bands", {})[case["tokens"]] = case["band_gbps"]
+                if case["ceiling"] is not None:
+                    series.setdefault("ceilings", {})[case["tokens"]] = case["ceiling"]["gbps"]
     figures = {}
     for key, by_identity in grouped.items():
         keys = varying_keys([identity for (_, identity, _) in by_identity])
@@ -278,9 +322,11 @@ def line_figure(plt, out_dir, stem, title, ylabel, series_map, xlabel=TOKENS_AXI
     for label in sorted(series_map):
         s = series_map[label]
         points = sorted(s["points"].items())
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
-        index_series.append({"label": label, "transport": s["transport"], "platform": s["platform"],
-                             "identity": dict(s["identity"]), "points": [[t, v] for t, v in points]})
+        (line,) = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        entry = {"label": label, "transport": s["transport"], "platform": s["platform"],
+                 "identity": dict(s["identity"]), "points": [[t, v] for t, v in points]}
+        entry.update(draw_band_and_ceiling(ax, s, label, line.get_color()))
+        index_series.append(entry)
     if log2_x:
         ax.set_xscale("log", base=2)
     ticks = sorted({t for s in index_series for t, _ in s["points"]})
@@ -295,6 +341,24 @@ def line_figure(plt, out_dir, stem, title, ylabel, series_map, xlabel=TOKENS_AXI
     files = save(fig, out_dir, stem)
     plt.close(fig)
     return {"files": files, "title": title, "x": xlabel, "y": ylabel, "series": index_series}
+
+
+def draw_band_and_ceiling(ax, series, label, color):
+    """The p10-p90 band (shaded) and the ceiling (dashed) of a bandwidth series, in the line's colour; what was
+    drawn, for plots.json."""
+    drawn = {}
+    bands = sorted(series.get("bands", {}).items())
+    if bands:
+        ax.fill_between([t for t, _ in bands], [b[0] for _, b in bands], [b[1] for _, b in bands], color=color,
+                        alpha=0.2, linewidth=0)
+        drawn["band"] = [[t, low, high] for t, (low, high) in bands]
+    ceilings = sorted(series.get("ceilings", {}).items())
+    if ceilings:
+        (line,) = ax.plot([t for t, _ in ceilings], [g for _, g in ceilings], linestyle="--", color=color,
+                          label=f"{label} ceiling")
+        drawn["ceiling"] = [[t, g] for t, g in ceilings]
+        drawn["ceiling_linestyle"] = line.get_linestyle()
+    return drawn
 
 
 def bar_figure(plt, out_dir, documents, op):
@@ -650,9 +714,11 @@ def transport_figures(documents, out_dir, plt):
     several = len({d["platform"] for d in documents}) > 1
     config = config_of(documents)
     index = []
-    bandwidth = collect_lines(documents, lambda c: (c["op"], c["mode"], c["dtype"]), "algo_gbps", several)
+    bandwidth = collect_lines(documents, lambda c: (c["op"], c["mode"], c["dtype"]), "algo_gbps", several,
+                              with_bands=True)
     for (op, mode, dtype), series in sorted(bandwidth.items()):
-        title = f"{op} {mode} {dtype}: algo bandwidth (bytes / p50)\n{config}"
+        title = (f"{op} {mode} {dtype}: algo bandwidth (bytes / p50; band p10-p90; dashed: the machine's "
+                 f"ceiling)\n{config}")
         entry = line_figure(plt, out_dir, f"bw_{slug(op)}_{slug(mode)}_{slug(dtype)}", title,
                             "algo bandwidth (GB/s)", series)
         index.append({"kind": "bandwidth", "op": op, "mode": mode, "dtype": dtype, **entry})

@@ -6,10 +6,11 @@ usage: epsuite_report.py DIR   reads DIR/info.json, DIR/conformance.xml, DIR/ben
 
 Sections: platform (hosts, CPU, provider, fingerprint, tags), conformance (tests, passed, failed, skipped,
 counted from the GoogleTest XML: failed = test cases with a <failure>, skipped = with a <skipped>), bench
-(one row per case: op, transport, mode, dtype, tokens, p50 / p99 in µs, algo / physical GB/s, check), MoE
+(one row per case: op, transport, mode, dtype, tokens, p50 / p99 in µs, algo / physical GB/s, the machine's
+ceiling (docs/results.md 9.4): its µs, GB/s and ratio = ceiling µs / p50, "n/a" where a case has none, check), MoE
 layer when a bench document holds `epsuite bench layer` cases (one row per case: transport, mode, dtype,
 tokens, mask ratio, schedule, p50 step µs, tokens/s, the µs of each phase, β as the minimum over layers,
-dropped (token, slot) pairs / tokens summed over layers, wrong elements; then links to the layer figures), EPLB
+dropped (token, slot) pairs / tokens summed over layers, wrong elements, ceiling µs and ceiling / step; then links to the layer figures), EPLB
 when a bench document holds `epsuite bench eplb` cases (one row per load window: transport, policy, workload,
 window, steps, plan, β predicted and realized, mean step µs, switches, moved experts same rank / same node /
 cross node, MB moved, stall µs, planner µs, wrong elements; then links to the EPLB figures) and links to every
@@ -62,17 +63,28 @@ def check_text(check):
     return "ok" if check.get("passed") else f"{check.get('mismatches')} wrong"
 
 
+def ceiling_cells(case, with_gbps=True):
+    """The ceiling's cells of a row (docs/results.md 9.4): µs, GB/s (with_gbps) and ratio; n/a without one."""
+    ceiling = case.get("ceiling")
+    if not isinstance(ceiling, dict):
+        return " | ".join(["n/a"] * (3 if with_gbps else 2))
+    cells = [f"{ceiling['us']:.1f}"] + ([f"{ceiling['gbps']:.3f}"] if with_gbps else []) + [f"{ceiling['ratio']:.3f}"]
+    return " | ".join(cells)
+
+
 def bench_section(paths):
-    lines = ["## Bench (p50/p99 over repetitions, each the max over ranks; GB/s = bytes / p50)", "",
-             "| op | transport | mode | dtype | tokens | p50 µs | p99 µs | algo GB/s | physical GB/s | check |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
+    lines = ["## Bench (p50/p99 over repetitions, each the max over ranks; GB/s = bytes / p50; ceiling = the same "
+             "bytes copied between the same ranks through shared memory, ratio = ceiling µs / p50)", "",
+             "| op | transport | mode | dtype | tokens | p50 µs | p99 µs | algo GB/s | physical GB/s | ceiling µs "
+             "| ceiling GB/s | ratio | check |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for path in paths:
         with open(path, encoding="utf-8") as f:
             for c in json.load(f).get("results", []):
                 lines.append(
                     f"| {c['op']} | {c['transport']} | {c['mode']} | {c['dtype']} | {c['sizes'].get('tokens', '')} "
                     f"| {c['stats']['p50']:.1f} | {c['stats']['p99']:.1f} | {c['bandwidth_gbps']['algo']:.3f} "
-                    f"| {c['bandwidth_gbps']['physical']:.3f} | {check_text(c['check'])} |")
+                    f"| {c['bandwidth_gbps']['physical']:.3f} | {ceiling_cells(c)} | {check_text(c['check'])} |")
     lines.append("")
     lines.append("Results documents: " + ", ".join(f"[{os.path.basename(p)}]({os.path.basename(p)})" for p in paths))
     return lines + [""]
@@ -95,7 +107,7 @@ def layer_row(c):
     dropped = f"{sum(c['dropped_pairs']):.0f} / {sum(c['dropped_tokens']):.0f}"
     return (f"| {c['transport']} | {c['mode']} | {c['dtype']} | {c['sizes'].get('tokens', '')} | {c['mask_ratio']:g} "
             f"| {c['identity'].get('schedule', '')} | {c['stats']['p50']:.1f} | {c['tokens_per_s']:.0f} | {phases} "
-            f"| {min(c['balancedness']):.3f} | {dropped} | {wrong_text(c['check'])} |")
+            f"| {min(c['balancedness']):.3f} | {dropped} | {wrong_text(c['check'])} | {ceiling_cells(c, False)} |")
 
 
 def layer_section(cases, plots):
@@ -103,10 +115,11 @@ def layer_section(cases, plots):
     lines = ["## MoE layer", "",
              "p50 of one step over repetitions, each the max over ranks; phases in µs per step, summed over layers; "
              "β = mean / max expert work over ranks, of the worst layer; dropped = (token, slot) pairs / tokens, "
-             "summed over layers.", "",
+             "summed over layers; ceiling = the step's wire bytes copied between the ranks through shared memory, "
+             "ceiling / step = its µs / the p50 step.", "",
              "| transport | mode | dtype | tokens | mask ratio | schedule | p50 step µs | tokens/s | "
-             + " | ".join(f"{p} µs" for p in PHASES) + " | β | dropped | #wrong |",
-             "|---|---|---|---:|---:|---|---:|---:|" + "---:|" * len(PHASES) + "---:|---:|---:|"]
+             + " | ".join(f"{p} µs" for p in PHASES) + " | β | dropped | #wrong | ceiling µs | ceiling / step |",
+             "|---|---|---|---:|---:|---|---:|---:|" + "---:|" * len(PHASES) + "---:|---:|---:|---:|---:|"]
     lines += [layer_row(c) for c in cases]
     if plots:
         lines += ["", "Figures:", ""] + plot_links(plots)

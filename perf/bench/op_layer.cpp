@@ -14,6 +14,8 @@
 // with the device synchronized at its end, summed over layers; a case reports per phase the median over the
 // timed iterations of the maximum over ranks. With -c every iteration's output is compared bit for bit with
 // the single-process reference of the same stack (computed once per point, untimed) on each rank's rows.
+// With every rank on one node each point also times the machine's ceiling (perf/bench/ceiling.hpp): the
+// shared-memory copy of the stack's wire bytes, each rank's received bytes split evenly over the other ranks.
 //
 // Case: op "layer", mode "<layout>/<tree>", sizes {tokens, ranks, hidden, ffn, experts, top_k, shared,
 // layers, seq_len}, identity + router, schedule, mask_ratio; bytes = wire bytes received by the slowest rank
@@ -35,6 +37,7 @@
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/transport/registry.hpp"
 #include "perf/bench/bench_op.hpp"
+#include "perf/bench/ceiling.hpp"
 #include "perf/bench/layer_setup.hpp"
 #include "perf/bench/presets.hpp"
 #include "perf/bench/table.hpp"
@@ -59,6 +62,8 @@ struct LayerPlan {
   double timeout = kDefaultTimeoutSeconds;
   fabric::FabricSelection fabric;
   std::shared_ptr<device::Device> device;
+  bool ceiling = false;  // every rank on one node: each point times the machine's ceiling (ceiling.hpp)
+  std::uint64_t seed = 0;
 };
 
 // --mask-ratio: "r", "r1,r2,...", or "a:b:step" (a, a + step, ... up to b), every value in [0, 1].
@@ -115,6 +120,8 @@ Result<std::shared_ptr<LayerPlan>> make_plan(const BenchContext& context) {
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));
   EPS_ASSIGN_OR_RETURN(mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(plan->timeout)));
   EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, mpi::size(), nodes.ranks_per_node()));
+  plan->ceiling = nodes.nodes() == 1;
+  plan->seed = static_cast<std::uint64_t>(p.integer("seed"));
   const Preset& preset = *plan->preset.preset;
   EPS_ASSIGN_OR_RETURN(plan->mask_ratios, parse_mask_ratios(p.string("mask-ratio")));
   LayerSpec& spec = plan->base;
@@ -261,14 +268,15 @@ Status LayerMeasurement::settle() {
 
 // Columns: mask ratio, tokens per rank, p50 of the stack (µs), tokens/s over all ranks, the five phases'
 // medians (µs), dropped (token, slot) pairs (token choice) or dropped tokens (expert choice) summed over
-// layers, β of the least balanced layer, #wrong.
+// layers, β of the least balanced layer, the ceiling's p50 (µs) and ceiling p50 / step p50 (3 significant
+// digits: a step is mostly compute; N/A when not measured), #wrong.
 std::string layer_table_titles() {
   return fmt::format(
-      "#{:>6} {:>8} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>6} {:>7}\n"
-      "#{:>6} {:>8} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>6} {:>7}\n",
+      "#{:>6} {:>8} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>6} {:>10} {:>9} {:>7}\n"
+      "#{:>6} {:>8} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>6} {:>10} {:>9} {:>7}\n",
       "mask", "tokens", "step p50", "tokens/s", "route", "dispatch", "expert", "combine", "shared", "dropped",
-      "beta", "#wrong", "ratio", "/rank", "(us)", "", "(us)", "(us)", "(us)", "(us)", "(us)", "", "(min)",
-      "");
+      "beta", "ceil p50", "ceil/", "#wrong", "ratio", "/rank", "(us)", "", "(us)", "(us)", "(us)", "(us)",
+      "(us)", "", "(min)", "(us)", "step", "");
 }
 
 class LayerPoint final : public BenchPoint {
@@ -280,9 +288,18 @@ class LayerPoint final : public BenchPoint {
         transport_(transport),
         stack_(std::move(stack)),
         ratio_(ratio),
-        measurement_(*stack_, spec_, plan.timeout) {}
+        measurement_(*stack_, spec_, plan.timeout) {
+    if (!plan.ceiling) return;
+    // The stack's wire bytes are known after its own measurement settled (every rank's, in rank order).
+    ceiling_ = std::make_unique<CeilingMeasurement>(
+        [this]() -> Result<ByteMatrix> { return received_evenly(measurement_.totals().wire_received); },
+        plan.seed, plan.timeout);
+  }
 
-  std::vector<Measurement*> measurements() override { return {&measurement_}; }
+  std::vector<Measurement*> measurements() override {
+    if (!ceiling_) return {&measurement_};
+    return {&measurement_, ceiling_.get()};
+  }
 
   std::string row(std::span<const Measured> measured) const override {
     const Measured& m = measured.front();
@@ -294,11 +311,15 @@ class LayerPoint final : public BenchPoint {
     const double beta =
         t.balancedness.empty() ? 1.0 : *std::min_element(t.balancedness.begin(), t.balancedness.end());
     const double p50 = median(m.times_us);
+    const std::optional<double> ceiling_us = ceiling_p50(measured);
+    const std::string ceiling_text = ceiling_us ? fmt::format("{:.2f}", *ceiling_us) : "N/A";
+    const std::string ratio_text =
+        ceiling_us ? fmt::format("{:.3g}", ceiling_ratio(*ceiling_us, p50)) : std::string("N/A");
     return fmt::format(
         " {:>6.3f} {:>8} {:>12.2f} {:>12.0f} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9} "
-        "{:>6.3f} {:>7}\n",
+        "{:>6.3f} {:>10} {:>9} {:>7}\n",
         ratio_, spec_.rank_tokens.front(), p50, tokens_per_s(p50), p[0], p[1], p[2], p[3], p[4], dropped_sum,
-        beta, m.check ? std::to_string(m.check->mismatches) : std::string("N/A"));
+        beta, ceiling_text, ratio_text, m.check ? std::to_string(m.check->mismatches) : std::string("N/A"));
   }
 
   std::vector<CaseResult> cases(std::span<const Measured> measured) const override {
@@ -316,6 +337,7 @@ class LayerPoint final : public BenchPoint {
     c.physical_bytes = static_cast<double>(slowest_wire);
     c.slowest_rank = m.slowest_rank;
     c.check = m.check;
+    if (const std::optional<double> us = ceiling_p50(measured)) c.ceiling = Ceiling{*us, ceiling_->kind()};
     const std::array<double, kPhases> p = phase_medians(m);
     Json phases = Json::object();
     for (int i = 0; i < kPhases; ++i) phases[kPhaseNames[i]] = p[i];
@@ -362,6 +384,7 @@ class LayerPoint final : public BenchPoint {
   std::unique_ptr<layer::DistributedLayer> stack_;
   float ratio_;
   LayerMeasurement measurement_;
+  std::unique_ptr<CeilingMeasurement> ceiling_;  // null: not measured (LayerPlan::ceiling)
 };
 
 class LayerSeries final : public BenchSeries {
@@ -379,6 +402,13 @@ class LayerSeries final : public BenchSeries {
         "#  {:<16} wall time of the whole stack per rank, max over ranks; phases: device "
         "synchronized at each end, summed over layers, max over ranks, median over iterations\n",
         "timer");
+    out += ceiling_header_line(plan_->ceiling);
+    if (plan_->ceiling) {
+      out += fmt::format(
+          "#  {:<16} the stack's wire bytes received by each rank, split evenly over the other ranks (the "
+          "layer does not count bytes per peer)\n",
+          "ceiling bytes");
+    }
     return hashed_lines(out + params_block_ + preset_header_block(plan_->preset)) + "#\n" +
            layer_table_titles();
   }
@@ -455,6 +485,7 @@ Result<std::vector<SeriesPlan>> plan(const BenchContext& context, Json& config) 
   config["schedule_used"] = plan->schedule;
   config["mask_ratios"] = plan->mask_ratios;
   config["timer"] = "MPI_Wtime";
+  config["ceiling"] = plan->ceiling ? kShmCopyCeiling : "none (ranks on several nodes)";
   config["preset_resolved"] = preset_to_json(plan->preset);
   const std::string params_block = context.params_block;
   std::vector<SeriesPlan> series;

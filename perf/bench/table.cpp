@@ -14,6 +14,13 @@ constexpr int kTime = 11;
 constexpr int kBandwidth = 11;
 constexpr int kSlowest = 8;
 constexpr int kWrong = 7;
+constexpr int kRatio = 9;
+
+std::string ceiling_columns(const TableRow& r) {
+  if (!r.ceiling_us) return fmt::format("{:>{}}{:>{}}{:>{}}", "N/A", kTime, "N/A", kBandwidth, "N/A", kRatio);
+  return fmt::format("{:>{}.2f}{:>{}.2f}{:>{}.3g}", *r.ceiling_us, kTime, r.ceiling_gbps, kBandwidth,
+                     r.ceiling_ratio, kRatio);
+}
 
 }  // namespace
 
@@ -36,20 +43,23 @@ BenchTable::BenchTable(std::string config_lines) : config_(hashed_lines(config_l
 std::string BenchTable::header() const {
   std::string out = config_;
   out += "#\n";
-  out += fmt::format("#{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}\n", "tokens", kTokens - 1, "bytes",
-                     kBytes, "p50", kTime, "p99", kTime, "algo", kBandwidth, "physical", kBandwidth,
-                     "slowest", kSlowest, "#wrong", kWrong);
+  out += fmt::format("#{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}\n", "tokens",
+                     kTokens - 1, "bytes", kBytes, "p50", kTime, "p99", kTime, "algo", kBandwidth, "physical",
+                     kBandwidth, "ceil p50", kTime, "ceiling", kBandwidth, "ratio", kRatio, "slowest",
+                     kSlowest, "#wrong", kWrong);
   std::string units =
-      fmt::format("#{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}", "", kTokens - 1, "(B)", kBytes, "(us)",
-                  kTime, "(us)", kTime, "(GB/s)", kBandwidth, "(GB/s)", kBandwidth, "rank", kSlowest);
+      fmt::format("#{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}", "", kTokens - 1, "(B)",
+                  kBytes, "(us)", kTime, "(us)", kTime, "(GB/s)", kBandwidth, "(GB/s)", kBandwidth, "(us)",
+                  kTime, "(GB/s)", kBandwidth, "", kRatio, "rank", kSlowest);
   return out + units + "\n";
 }
 
 std::string BenchTable::row(const TableRow& r) {
   const std::string wrong = r.wrong ? fmt::format("{}", *r.wrong) : "N/A";
-  return fmt::format("{:>{}}{:>{}}{:>{}.2f}{:>{}.2f}{:>{}.2f}{:>{}.2f}{:>{}}{:>{}}\n", r.tokens, kTokens,
+  return fmt::format("{:>{}}{:>{}}{:>{}.2f}{:>{}.2f}{:>{}.2f}{:>{}.2f}{}{:>{}}{:>{}}\n", r.tokens, kTokens,
                      r.bytes, kBytes, r.p50_us, kTime, r.p99_us, kTime, r.algo_gbps, kBandwidth,
-                     r.physical_gbps, kBandwidth, r.slowest_rank, kSlowest, wrong, kWrong);
+                     r.physical_gbps, kBandwidth, ceiling_columns(r), r.slowest_rank, kSlowest, wrong,
+                     kWrong);
 }
 
 namespace bench_fabric {

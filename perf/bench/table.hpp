@@ -4,10 +4,13 @@
 //   the config header lines, each starting with "#" (Params::header_block, preset_header_block, ...),
 //   then "#" and two column-title lines, then one line per measured point. Every column is right-aligned
 //   to a fixed width, columns separated by one or more spaces:
-//     tokens  bytes  p50  p99  algo  physical  slowest  #wrong
+//     tokens  bytes  p50  p99  algo  physical  ceiling  ceiling  ratio  slowest  #wrong
 //   tokens per rank; bytes (algo bytes of the slowest rank, docs/dispatch.md 5.6); p50 and p99 time in µs
-//   with 2 decimals; algo and physical bandwidth in GB/s (1e9 B/s) with 2 decimals; the slowest rank; the
-//   number of wrong elements, or "N/A" when results were not checked (like nccl-tests without -c).
+//   with 2 decimals; algo and physical bandwidth in GB/s (1e9 B/s) with 2 decimals; the ceiling
+//   (docs/results.md 9.4): its p50 in µs and its GB/s with 2 decimals and ratio = ceiling p50 / p50 with 3
+//   significant digits (a transport far below the ceiling still reads as more than 0), each "N/A" when not
+//   measured; the slowest rank; the number of wrong elements, or "N/A" when results were not checked (like
+//   nccl-tests without -c).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +30,9 @@ struct TableRow {
   double physical_gbps = 0;
   int slowest_rank = 0;
   std::optional<std::int64_t> wrong;  // nullopt: not checked
+  std::optional<double> ceiling_us;   // nullopt: no ceiling measured
+  double ceiling_gbps = 0;
+  double ceiling_ratio = 0;
 };
 
 // `text` with "# " prepended to every line that does not start with '#', each line ending in a newline.

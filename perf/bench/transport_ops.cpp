@@ -96,6 +96,19 @@ dispatch::Traffic received(const TransportPlan& plan, TrafficOf traffic, const T
   return total;
 }
 
+// The ceiling of a point: the shared-memory copy of the op's algo bytes between the same pairs.
+std::unique_ptr<CeilingMeasurement> make_ceiling(const TransportPlan& plan, TrafficOf traffic,
+                                                 const TransportWork& work) {
+  if (!plan.ceiling) return nullptr;
+  const bool per_selection = plan.layout != Layout::kHtRankMajor;
+  const dispatch::DispatchPlan* routing = &work.problem().plan();
+  return std::make_unique<CeilingMeasurement>(
+      [routing, per_selection, traffic]() -> Result<ByteMatrix> {
+        return transport_bytes(*routing, per_selection, traffic);
+      },
+      plan.seed, plan.timeout);
+}
+
 class TransportPoint final : public BenchPoint {
  public:
   TransportPoint(const TransportPlan& plan, TrafficOf traffic, std::unique_ptr<TransportWork> work,
@@ -104,9 +117,13 @@ class TransportPoint final : public BenchPoint {
         traffic_(traffic),
         work_(std::move(work)),
         measurement_(std::move(measurement)),
+        ceiling_(make_ceiling(plan, traffic, *work_)),
         tokens_(tokens) {}
 
-  std::vector<Measurement*> measurements() override { return {measurement_.get()}; }
+  std::vector<Measurement*> measurements() override {
+    if (!ceiling_) return {measurement_.get()};
+    return {measurement_.get(), ceiling_.get()};
+  }
 
   std::string row(std::span<const Measured> measured) const override {
     const Measured& m = measured.front();
@@ -122,6 +139,11 @@ class TransportPoint final : public BenchPoint {
     row.physical_gbps = bandwidth_gbps(static_cast<double>(t.physical), row.p50_us);
     row.slowest_rank = m.slowest_rank;
     if (m.check) row.wrong = m.check->mismatches;
+    row.ceiling_us = ceiling_p50(measured);
+    if (row.ceiling_us) {
+      row.ceiling_gbps = bandwidth_gbps(static_cast<double>(t.algo), *row.ceiling_us);
+      row.ceiling_ratio = ceiling_ratio(*row.ceiling_us, row.p50_us);
+    }
     return BenchTable::row(row);
   }
 
@@ -150,6 +172,7 @@ class TransportPoint final : public BenchPoint {
     c.physical_bytes = static_cast<double>(t.physical);
     c.slowest_rank = m.slowest_rank;
     c.check = m.check;
+    if (const std::optional<double> us = ceiling_p50(measured)) c.ceiling = Ceiling{*us, ceiling_->kind()};
     return {c};
   }
 
@@ -158,6 +181,7 @@ class TransportPoint final : public BenchPoint {
   TrafficOf traffic_;
   std::unique_ptr<TransportWork> work_;
   std::unique_ptr<Measurement> measurement_;
+  std::unique_ptr<CeilingMeasurement> ceiling_;  // null: not measured (TransportPlan::ceiling)
   int tokens_;
 };
 
@@ -195,6 +219,7 @@ class TransportSeries final : public BenchSeries {
         "#  {:<16} docs/dispatch.md 5.6 bytes received by the slowest rank (largest median); "
         "GB/s = bytes / p50\n",
         "bytes");
+    out += ceiling_header_line(plan_.ceiling);
     return BenchTable(out + params_block_ + preset_header_block(plan_.preset)).header();
   }
 
@@ -238,6 +263,7 @@ Result<std::shared_ptr<TransportPlan>> make_plan(const BenchContext& context) {
   EPS_RETURN_IF_ERROR(choose_contract(p, *plan));
   EPS_RETURN_IF_ERROR(check_workload(*plan));
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));
+  plan->ceiling = nodes.nodes() == 1;
   return plan;
 }
 
@@ -353,6 +379,7 @@ Result<std::vector<SeriesPlan>> plan_transport_op(const BenchContext& context, J
   config["hidden"] = plan->hidden;
   config["max_tokens"] = plan->max_tokens;
   config["timer"] = "MPI_Wtime";
+  config["ceiling"] = plan->ceiling ? kShmCopyCeiling : "none (ranks on several nodes)";
   config["preset_resolved"] = preset_to_json(plan->preset);
   const std::string params_block = context.params_block;
   std::vector<SeriesPlan> series;

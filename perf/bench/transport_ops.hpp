@@ -12,7 +12,9 @@
 // or expert-major (ll-weighted); --mode ll (ll-weighted). Bytes are those received by the slowest rank
 // (docs/dispatch.md 5.6): `algo` from reference/dispatch (payload and scales, rows to itself included),
 // `physical` as the transport reports putting them on the wire from other ranks (headers, signals, count
-// exchanges and padding included).
+// exchanges and padding included). Every point also times the machine's ceiling (perf/bench/ceiling.hpp):
+// the shared-memory copy of the op's algo bytes between the same ranks (transport_bytes of the point's
+// routing), so a row reads as a fraction of what the host allows.
 #pragma once
 
 #include <memory>
@@ -25,6 +27,7 @@
 #include "impls/problem/transport_problem.hpp"
 #include "impls/transport/transport.hpp"
 #include "perf/bench/bench_op.hpp"
+#include "perf/bench/ceiling.hpp"
 #include "perf/bench/presets.hpp"
 #include "perf/bench/timer.hpp"
 #include "reference/dispatch/byte_accounting.hpp"
@@ -48,6 +51,9 @@ struct TransportPlan {
   // are this device's memory when the host addresses it (`cpu`); for a GPU they are mirrored to the device
   // around each call (problem/device_mirror.hpp), so the timings include those copies (the header says so).
   std::shared_ptr<device::Device> device;
+  // Whether every point measures the machine's ceiling next to the op (every rank on one node,
+  // perf/bench/ceiling.hpp).
+  bool ceiling = false;
 };
 
 // One point of one transport: the problem at T tokens per rank, the caller-owned buffers, the last handle.
@@ -88,12 +94,6 @@ class TransportWork {
   std::vector<bf16> out_;
   transport::WireBytes wire_start_;
   std::vector<std::int64_t> wire_received_;
-};
-
-// Which docs/dispatch.md 5.6 traffic an op's time covers.
-struct TrafficOf {
-  bool dispatch = false;
-  bool combine = false;
 };
 
 using MeasurementFactory = std::unique_ptr<Measurement> (*)(TransportWork& work);

@@ -32,6 +32,7 @@ Result<SummaryStats> summarize(std::span<const double> samples) {
   SummaryStats s;
   s.min = sorted.front();
   s.max = sorted.back();
+  s.p10 = nearest_rank_percentile(sorted, 10);
   s.p50 = nearest_rank_percentile(sorted, 50);
   s.p90 = nearest_rank_percentile(sorted, 90);
   s.p99 = nearest_rank_percentile(sorted, 99);
@@ -47,6 +48,10 @@ Result<SummaryStats> summarize(std::span<const double> samples) {
 }
 
 double bandwidth_gbps(double bytes, double time_us) { return time_us > 0 ? bytes / (time_us * 1e3) : 0.0; }
+
+double ceiling_ratio(double ceiling_us, double case_p50_us) {
+  return ceiling_us > 0 && case_p50_us > 0 ? ceiling_us / case_p50_us : 0.0;
+}
 
 std::string utc_timestamp(std::chrono::system_clock::time_point time) {
   const std::time_t t = std::chrono::system_clock::to_time_t(time);
@@ -66,8 +71,8 @@ RunHeader make_run_header(std::vector<std::string> argv, Json platform, Json con
 namespace {
 
 Json stats_to_json(const SummaryStats& s) {
-  return Json{{"min", s.min}, {"p50", s.p50},   {"p90", s.p90},    {"p99", s.p99},
-              {"max", s.max}, {"mean", s.mean}, {"stdev", s.stdev}};
+  return Json{{"min", s.min}, {"p10", s.p10}, {"p50", s.p50},   {"p90", s.p90},
+              {"p99", s.p99}, {"max", s.max}, {"mean", s.mean}, {"stdev", s.stdev}};
 }
 
 Json header_to_json(const RunHeader& h) {
@@ -112,6 +117,16 @@ Result<Json> case_to_json(const CaseResult& c) {
              {"physical", bandwidth_gbps(c.physical_bytes, stats.p50)}}},
            {"slowest_rank", c.slowest_rank},
            {"check", check}};
+  if (c.ceiling) {
+    if (!(c.ceiling->us >= 0) || c.ceiling->kind.empty()) {
+      return invalid_argument("ceiling", "needs us >= 0 and a kind, got us {} and kind '{}'", c.ceiling->us,
+                              c.ceiling->kind);
+    }
+    out["ceiling"] = Json{{"us", c.ceiling->us},
+                          {"gbps", bandwidth_gbps(c.algo_bytes, c.ceiling->us)},
+                          {"ratio", ceiling_ratio(c.ceiling->us, stats.p50)},
+                          {"kind", c.ceiling->kind}};
+  }
   for (const auto& [key, value] : c.extra.items()) {
     if (out.contains(key))
       return invalid_argument("extra", "'{}' would overwrite a standard case field", key);
@@ -144,12 +159,22 @@ Result<std::vector<std::string>> string_array(const Json& value, const std::stri
   return out;
 }
 
-Result<SummaryStats> parse_stats(const Json& value, const std::string& field) {
+// `times` (already read) give p10 for files of builds that did not write it (the minimum when there are
+// none).
+Result<SummaryStats> parse_stats(const Json& value, const std::string& field, std::span<const double> times) {
   JsonFields f(value, field);
   EPS_RETURN_IF_ERROR(f.expect_object());
   constexpr double kBig = 1e300;
   SummaryStats s;
   EPS_ASSIGN_OR_RETURN(s.min, f.number("min", -kBig, kBig));
+  if (f.has("p10")) {
+    EPS_ASSIGN_OR_RETURN(s.p10, f.number("p10", -kBig, kBig));
+  } else if (times.empty()) {
+    s.p10 = s.min;
+  } else {
+    EPS_ASSIGN_OR_RETURN(const SummaryStats from_times, summarize(times));
+    s.p10 = from_times.p10;
+  }
   EPS_ASSIGN_OR_RETURN(s.p50, f.number("p50", -kBig, kBig));
   EPS_ASSIGN_OR_RETURN(s.p90, f.number("p90", -kBig, kBig));
   EPS_ASSIGN_OR_RETURN(s.p99, f.number("p99", -kBig, kBig));
@@ -171,6 +196,21 @@ Result<std::optional<CheckOutcome>> parse_check(const JsonFields& parent, const 
     c.first_mismatch = std::move(first);
   }
   return std::optional<CheckOutcome>(std::move(c));
+}
+
+// gbps and ratio are derived (case_to_json): they are checked for range, and not kept.
+Result<Ceiling> parse_ceiling(const Json& value, const std::string& field) {
+  JsonFields f(value, field);
+  EPS_RETURN_IF_ERROR(f.expect_object());
+  Ceiling c;
+  EPS_ASSIGN_OR_RETURN(c.us, f.number("us", 0, 1e300));
+  EPS_RETURN_IF_ERROR(f.number("gbps", 0, 1e300).status());
+  EPS_RETURN_IF_ERROR(f.number("ratio", 0, 1e300).status());
+  EPS_ASSIGN_OR_RETURN(c.kind, f.string("kind"));
+  if (c.kind != "shm-copy" && c.kind != "fabric") {
+    return invalid_argument(f.field("kind"), "must be 'shm-copy' or 'fabric', got '{}'", c.kind);
+  }
+  return c;
 }
 
 Result<CaseRecord> parse_case(const Json& value, const std::string& field) {
@@ -206,7 +246,7 @@ Result<CaseRecord> parse_case(const Json& value, const std::string& field) {
     c.times_us.push_back((*times)[i].get<double>());
   }
   EPS_ASSIGN_OR_RETURN(const Json* stats, f.member("stats"));
-  EPS_ASSIGN_OR_RETURN(record.stats, parse_stats(*stats, f.field("stats")));
+  EPS_ASSIGN_OR_RETURN(record.stats, parse_stats(*stats, f.field("stats"), c.times_us));
   EPS_ASSIGN_OR_RETURN(const Json* bytes, f.member("bytes"));
   JsonFields byte_fields(*bytes, f.field("bytes"));
   EPS_ASSIGN_OR_RETURN(c.algo_bytes, byte_fields.number("algo", 0, 1e300));
@@ -215,6 +255,10 @@ Result<CaseRecord> parse_case(const Json& value, const std::string& field) {
   c.slowest_rank = static_cast<int>(slowest);
   if (!value.contains("check")) return invalid_argument(f.field("check"), "required field is missing");
   EPS_ASSIGN_OR_RETURN(c.check, parse_check(f, value.at("check")));
+  if (f.has("ceiling")) {
+    EPS_ASSIGN_OR_RETURN(const Json* ceiling, f.member("ceiling"));
+    EPS_ASSIGN_OR_RETURN(c.ceiling, parse_ceiling(*ceiling, f.field("ceiling")));
+  }
   return record;
 }
 

@@ -7,9 +7,12 @@
 //   op, transport, mode, dtype, sizes {name: integer}, identity {name: text} (the rest of the case identity,
 //   docs/results.md 9.3; absent in files of older builds, read as empty), times_us [per repetition; each the
 //   max over ranks],
-//   stats {min, p50, p90, p99, max, mean, stdev} (µs), bytes {algo, physical} of the slowest rank,
-//   bandwidth_gbps {algo, physical} = bytes / p50 time, slowest_rank, and check: null when results were
-//   not checked, else {passed, mismatches, first_mismatch (null or text)}.
+//   stats {min, p10, p50, p90, p99, max, mean, stdev} (µs; p10 absent in files of older builds, read back
+//   from times_us), bytes {algo, physical} of the slowest rank, bandwidth_gbps {algo, physical} = bytes / p50
+//   time, slowest_rank, check: null when results were not checked, else {passed, mismatches, first_mismatch
+//   (null or text)}, and ceiling (docs/results.md 9.4; absent when not measured and in files of older
+//   builds): {us, gbps, ratio, kind} = the p50 of the machine's copy of the same bytes, algo bytes / us,
+//   us / the case's p50, and how it was measured ("shm-copy").
 //
 // Statistics (`summarize`): percentiles are nearest-rank: pX is the ceil(X/100 * n)-th smallest sample
 // (1-based; p0 would be the minimum); mean is the arithmetic mean; stdev is the sample standard deviation
@@ -42,6 +45,7 @@ inline constexpr int kResultsSchemaVersion = 1;
 
 struct SummaryStats {
   double min = 0;
+  double p10 = 0;
   double p50 = 0;
   double p90 = 0;
   double p99 = 0;
@@ -65,6 +69,18 @@ struct CheckOutcome {
   friend bool operator==(const CheckOutcome&, const CheckOutcome&) = default;
 };
 
+// The machine's ceiling of a case (docs/results.md 9.4): `us` is the p50 of the copy of the case's bytes
+// between the same ranks (each iteration the maximum over ranks); gbps and ratio follow from the case.
+struct Ceiling {
+  double us = 0;
+  std::string kind;  // "shm-copy"
+  friend bool operator==(const Ceiling&, const Ceiling&) = default;
+};
+
+// gbps = algo bytes / ceiling us; ratio = ceiling us / case p50 (0 when either time is 0): below 1, the case
+// is slower than the ceiling.
+double ceiling_ratio(double ceiling_us, double case_p50_us);
+
 struct CaseResult {
   std::string op;                                           // "dispatch", "combine", "roundtrip", ...
   std::string transport;                                    // registry name, e.g. "mpi"
@@ -83,6 +99,7 @@ struct CaseResult {
   double physical_bytes = 0;
   int slowest_rank = 0;
   std::optional<CheckOutcome> check;  // nullopt: not checked
+  std::optional<Ceiling> ceiling;     // nullopt: not measured
 };
 
 // A case as read back, with the statistics stored in the file.

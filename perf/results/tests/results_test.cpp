@@ -22,6 +22,7 @@ TEST(Summarize, OneToTenShuffled) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->min, 1);
   EXPECT_EQ(s->max, 10);
+  EXPECT_EQ(s->p10, 1);   // ceil(0.10 * 10) = 1st smallest
   EXPECT_EQ(s->p50, 5);   // ceil(0.50 * 10) = 5th smallest
   EXPECT_EQ(s->p90, 9);   // ceil(0.90 * 10) = 9th
   EXPECT_EQ(s->p99, 10);  // ceil(0.99 * 10) = ceil(9.9) = 10th
@@ -33,6 +34,7 @@ TEST(Summarize, OneToTenShuffled) {
 TEST(Summarize, FourSamples) {
   Result<SummaryStats> s = summarize(std::vector<double>{4, 1, 3, 2});
   ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->p10, 1);  // ceil(0.4) = 1st
   EXPECT_EQ(s->p50, 2);  // ceil(2.0) = 2nd
   EXPECT_EQ(s->p90, 4);  // ceil(3.6) = 4th
   EXPECT_EQ(s->p99, 4);
@@ -45,12 +47,13 @@ TEST(Summarize, TwoHundredSamplesAndOneSample) {
   for (int i = 200; i >= 1; --i) v.push_back(i);
   Result<SummaryStats> s = summarize(v);
   ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->p10, 20);   // ceil(20) = 20th
   EXPECT_EQ(s->p50, 100);  // ceil(100) = 100th
   EXPECT_EQ(s->p90, 180);
   EXPECT_EQ(s->p99, 198);
   Result<SummaryStats> one = summarize(std::vector<double>{3.25});
   ASSERT_TRUE(one.ok());
-  EXPECT_EQ(*one, (SummaryStats{3.25, 3.25, 3.25, 3.25, 3.25, 3.25, 0.0}));
+  EXPECT_EQ(*one, (SummaryStats{3.25, 3.25, 3.25, 3.25, 3.25, 3.25, 3.25, 0.0}));
 }
 
 TEST(Summarize, RejectsEmptyAndNonFinite) {
@@ -63,8 +66,18 @@ TEST(Summarize, RejectsEmptyAndNonFinite) {
 TEST(Results, BandwidthAndTimestamp) {
   EXPECT_DOUBLE_EQ(bandwidth_gbps(1e6, 100), 10.0);  // 1e6 B / 100e-6 s = 1e10 B/s
   EXPECT_EQ(bandwidth_gbps(1e6, 0), 0.0);
+  EXPECT_DOUBLE_EQ(ceiling_ratio(8.0, 10.0), 0.8);  // the copy takes 8 us where the case takes 10
+  EXPECT_EQ(ceiling_ratio(0.0, 10.0), 0.0);
+  EXPECT_EQ(ceiling_ratio(8.0, 0.0), 0.0);
   // 1700000000 s after the epoch = 2023-11-14 22:13:20 UTC.
   EXPECT_EQ(utc_timestamp(std::chrono::system_clock::from_time_t(1700000000)), "2023-11-14T22:13:20Z");
+}
+
+int validate(const std::string& document) {
+  const std::string command =
+      std::string(EPS_PYTHON3) + " " + EPS_RESULTS_VALIDATOR + " " + EPS_RESULTS_SCHEMA + " " + document;
+  const int rc = std::system(command.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 class ResultsFile : public testing::Test {
@@ -138,8 +151,9 @@ TEST_F(ResultsFile, WriterRewritesAfterEveryCaseAndReadsBack) {
   EXPECT_EQ(c.check, checked_case().check);
   EXPECT_EQ(c.slowest_rank, 2);
   EXPECT_EQ(c.algo_bytes, 65536);
-  // Stats of {10, 11, 12}: p50 = 2nd = 11, p90 = p99 = 3rd = 12, mean 11, stdev sqrt((1 + 0 + 1) / 2) = 1.
-  EXPECT_EQ(doc->cases[0].stats, (SummaryStats{10, 11, 12, 12, 12, 11, 1}));
+  // Stats of {10, 11, 12}: p10 = 1st = 10, p50 = 2nd = 11, p90 = p99 = 3rd = 12, mean 11, stdev
+  // sqrt((1 + 0 + 1) / 2) = 1.
+  EXPECT_EQ(doc->cases[0].stats, (SummaryStats{10, 10, 11, 12, 12, 12, 11, 1}));
   EXPECT_FALSE(doc->cases[1].result.check.has_value());
   // bandwidth = bytes / p50: 65536 B / 11 us.
   EXPECT_DOUBLE_EQ(writer.document()["results"][0]["bandwidth_gbps"]["algo"].get<double>(), 65536 / 11e3);
@@ -179,6 +193,52 @@ TEST_F(ResultsFile, ReaderRejectsTruncatedForeignAndFutureFiles) {
   EXPECT_EQ(read_results_file(path("absent.json")).status().exit_code(), 2);
 }
 
+TEST_F(ResultsFile, CeilingIsWrittenWithGbpsAndRatioAndReadBack) {
+  CaseResult c = checked_case();
+  c.ceiling = Ceiling{5.5, "shm-copy"};
+  ResultsWriter writer(path("out.json"), header());
+  ASSERT_TRUE(writer.add_case(c).ok());
+  ASSERT_TRUE(writer.add_case(unchecked_case()).ok());
+  const Json& written = writer.document()["results"][0]["ceiling"];
+  EXPECT_EQ(written["us"].get<double>(), 5.5);
+  EXPECT_DOUBLE_EQ(written["gbps"].get<double>(), 65536 / 5.5e3);  // algo bytes / ceiling us
+  EXPECT_DOUBLE_EQ(written["ratio"].get<double>(), 5.5 / 11.0);    // ceiling us / p50 of {10, 11, 12}
+  EXPECT_EQ(written["kind"], "shm-copy");
+  EXPECT_EQ(writer.document()["results"][0]["stats"]["p10"].get<double>(), 10.0);
+  EXPECT_FALSE(writer.document()["results"][1].contains("ceiling"));
+  Result<ResultsDocument> doc = read_results_file(path("out.json"));
+  ASSERT_TRUE(doc.ok()) << doc.status().message();
+  EXPECT_EQ(doc->cases[0].result.ceiling, c.ceiling);
+  EXPECT_FALSE(doc->cases[1].result.ceiling.has_value());
+  EXPECT_EQ(validate(path("out.json")), 0) << "needs python3-jsonschema (ci/setup)";
+
+  Json bad_kind = writer.document();
+  bad_kind["results"][0]["ceiling"]["kind"] = "guess";
+  EXPECT_EQ(parse_results(bad_kind, "x.json").status().message(),
+            "results[0].ceiling.kind: must be 'shm-copy' or 'fabric', got 'guess'");
+  write("bad_kind.json", bad_kind.dump());
+  EXPECT_EQ(validate(path("bad_kind.json")), 1);
+  Json negative = writer.document();
+  negative["results"][0]["ceiling"]["ratio"] = -0.5;
+  EXPECT_EQ(parse_results(negative, "x.json").status().message(),
+            "results[0].ceiling.ratio: must be in [0, 1e+300], got -0.5");
+  c.ceiling = Ceiling{1.0, ""};
+  EXPECT_EQ(case_to_json(c).status().message(), "ceiling: needs us >= 0 and a kind, got us 1 and kind ''");
+}
+
+TEST_F(ResultsFile, FilesOfOlderBuildsReadWithoutCeilingOrP10) {
+  ResultsWriter writer(path("out.json"), header());
+  ASSERT_TRUE(writer.add_case(checked_case()).ok());
+  Json older = writer.document();
+  older["results"][0]["stats"].erase("p10");
+  Result<ResultsDocument> doc = parse_results(older, "old.json");
+  ASSERT_TRUE(doc.ok()) << doc.status().message();
+  EXPECT_FALSE(doc->cases[0].result.ceiling.has_value());
+  EXPECT_EQ(doc->cases[0].stats.p10, 10.0);  // from times_us {12, 10, 11}: the 1st smallest
+  write("old.json", older.dump());
+  EXPECT_EQ(validate(path("old.json")), 0) << "needs python3-jsonschema (ci/setup)";
+}
+
 TEST_F(ResultsFile, ReaderIgnoresUnknownKeys) {
   ResultsWriter writer(path("out.json"), header());
   ASSERT_TRUE(writer.add_case(checked_case()).ok());
@@ -188,13 +248,6 @@ TEST_F(ResultsFile, ReaderIgnoresUnknownKeys) {
   Result<ResultsDocument> doc = parse_results(extended, "x.json");
   ASSERT_TRUE(doc.ok()) << doc.status().message();
   EXPECT_EQ(doc->cases.size(), 1u);
-}
-
-int validate(const std::string& document) {
-  const std::string command =
-      std::string(EPS_PYTHON3) + " " + EPS_RESULTS_VALIDATOR + " " + EPS_RESULTS_SCHEMA + " " + document;
-  const int rc = std::system(command.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 TEST_F(ResultsFile, ProducedDocumentIsValidAgainstTheSchema) {

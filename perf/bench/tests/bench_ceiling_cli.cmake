@@ -1,0 +1,36 @@
+# Every `epsuite bench` row carries the machine's ceiling (docs/results.md 9.4), run by ctest as
+#   cmake -DEPSUITE=... -DMPIEXEC=... -DPYTHON=... -DCHECKER=... -DVALIDATOR=... -DSCHEMA=... -DWORK_DIR=... -DOP=...
+#         -P bench_ceiling_cli.cmake
+# OP dispatch: mpi and direct over shm; OP combine, roundtrip: mpi; OP layer: mpi. Two ranks on one node, two
+# token counts, -c (the ceiling's copies are checked byte for byte too). The results document must be
+# schema-valid and check_ceiling.py must find a ceiling in every case and every table row.
+cmake_policy(SET CMP0054 NEW)
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(json ${WORK_DIR}/out.json)
+if(OP STREQUAL "dispatch")
+  set(transports mpi,direct --fabric shm)
+  set(series 2)
+elseif(OP MATCHES "^(combine|roundtrip|layer)$")
+  set(transports mpi)
+  set(series 1)
+else()
+  message(FATAL_ERROR "unknown OP ${OP}")
+endif()
+execute_process(COMMAND ${MPIEXEC} -np 2 --map-by :OVERSUBSCRIBE ${EPSUITE} bench ${OP} --transport ${transports}
+                        --tokens 64,128 -n 3 -w 1 -c --json ${json}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE stdout ERROR_VARIABLE stderr TIMEOUT 240)
+message("stdout:\n${stdout}\nstderr:\n${stderr}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "epsuite bench ${OP} exited with '${rc}'")
+endif()
+file(WRITE ${WORK_DIR}/table.txt "${stdout}")
+execute_process(COMMAND ${PYTHON} ${VALIDATOR} ${SCHEMA} ${json} RESULT_VARIABLE valid_rc)
+if(NOT valid_rc EQUAL 0)
+  message(FATAL_ERROR "the results document is not schema-valid")
+endif()
+execute_process(COMMAND ${PYTHON} ${CHECKER} ${OP} ${json} ${WORK_DIR}/table.txt ${series}
+                RESULT_VARIABLE check_rc)
+if(NOT check_rc EQUAL 0)
+  message(FATAL_ERROR "a row or case without its ceiling")
+endif()
