@@ -6,7 +6,10 @@
 // body vectorizes in every clone (flatten inlines it), and AVX2/AVX-512 process 2-4x more lanes than the
 // SSE2 baseline. Only the instruction selection differs; every operation is the same IEEE operation, so the
 // clones are bit-identical (quant_test checks the batch against the body compiled for the baseline).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+// ThreadSanitizer builds (ci/sanitize --tsan) take the baseline: GCC instruments the ifunc resolver, which
+// the dynamic loader runs before the TSan runtime exists, and every program crashed at load.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
+    !defined(__SANITIZE_THREAD__)
 #define EPS_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
 #else
 #define EPS_ISA_CLONES
