@@ -249,41 +249,70 @@ Status copy_rows(device::Device& device, std::byte* dst, std::size_t dst_stride,
       src_rows.empty() ? nullptr : src_rows.data()});
 }
 
+CombineIndex ll_combine_index(int top_k, int num_tokens, std::span<const int> send_token,
+                              std::span<const int> send_slot, std::span<const std::int64_t> record_rows) {
+  CombineIndex index;
+  index.slot_rows.assign(static_cast<std::size_t>(num_tokens) * top_k, -1);
+  for (std::size_t i = 0; i < record_rows.size(); ++i) {
+    index
+        .slot_rows[static_cast<std::size_t>(send_token[i]) * top_k + static_cast<std::size_t>(send_slot[i])] =
+        record_rows[i];
+  }
+  index.ready = true;
+  return index;
+}
+
 // docs/dispatch.md 5.5 ht-rank / ht-two-level: each token's records in ascending expert-side rank (the
 // records are grouped by rank, so a stable bucketing by token keeps that order).
+CombineIndex ht_combine_index(int num_ranks, int num_tokens, std::span<const int> peer_begin,
+                              std::span<const int> record_token, std::span<const std::int64_t> record_rows) {
+  CombineIndex index;
+  index.token_begin.assign(static_cast<std::size_t>(num_tokens) + 1, 0);
+  for (int token : record_token) ++index.token_begin[static_cast<std::size_t>(token) + 1];
+  for (std::size_t t = 0; t < static_cast<std::size_t>(num_tokens); ++t)
+    index.token_begin[t + 1] += index.token_begin[t];
+  std::vector<std::int64_t> next(index.token_begin.begin(), index.token_begin.end() - 1);
+  index.record_rows.resize(record_token.size());
+  index.record_ranks.resize(record_token.size());
+  for (int q = 0; q < num_ranks; ++q) {
+    for (int i = peer_begin[static_cast<std::size_t>(q)]; i < peer_begin[static_cast<std::size_t>(q) + 1];
+         ++i) {
+      const std::int64_t at = next[static_cast<std::size_t>(record_token[static_cast<std::size_t>(i)])]++;
+      index.record_rows[static_cast<std::size_t>(at)] = record_rows[static_cast<std::size_t>(i)];
+      index.record_ranks[static_cast<std::size_t>(at)] = q;
+    }
+  }
+  index.ready = true;
+  return index;
+}
+
 Status reduce_ht(device::Device& device, const TransportConfig& config, int num_ranks, int num_tokens,
                  CombineTree tree, std::span<const int> peer_begin, std::span<const int> record_token,
                  const bf16* rows, std::span<const std::int64_t> record_rows, std::span<const bf16> bias0,
                  std::span<const bf16> bias1, std::span<bf16> out) {
   if (num_tokens == 0) return Status();
-  std::vector<std::int64_t> token_begin(static_cast<std::size_t>(num_tokens) + 1, 0);
-  for (int token : record_token) ++token_begin[static_cast<std::size_t>(token) + 1];
-  for (std::size_t t = 0; t < static_cast<std::size_t>(num_tokens); ++t) token_begin[t + 1] += token_begin[t];
-  std::vector<std::int64_t> next(token_begin.begin(), token_begin.end() - 1);
-  std::vector<std::int64_t> rows_by_token(record_token.size());
-  std::vector<std::int32_t> ranks_by_token(record_token.size());
-  for (int q = 0; q < num_ranks; ++q) {
-    for (int i = peer_begin[static_cast<std::size_t>(q)]; i < peer_begin[static_cast<std::size_t>(q) + 1];
-         ++i) {
-      const std::int64_t at = next[static_cast<std::size_t>(record_token[static_cast<std::size_t>(i)])]++;
-      rows_by_token[static_cast<std::size_t>(at)] = record_rows[static_cast<std::size_t>(i)];
-      ranks_by_token[static_cast<std::size_t>(at)] = q;
-    }
-  }
+  const CombineIndex index = ht_combine_index(num_ranks, num_tokens, peer_begin, record_token, record_rows);
+  return reduce_ht(device, config, num_tokens, tree, index, rows, bias0, bias1, out);
+}
+
+Status reduce_ht(device::Device& device, const TransportConfig& config, int num_tokens, CombineTree tree,
+                 const CombineIndex& index, const bf16* rows, std::span<const bf16> bias0,
+                 std::span<const bf16> bias1, std::span<bf16> out) {
+  if (num_tokens == 0) return Status();
   device::CombineHtArgs args;
   args.out = out.data();
   args.tokens = num_tokens;
   args.hidden = config.hidden;
   args.ranks_per_node = tree == CombineTree::kHtTwoLevel ? config.ranks_per_node : 0;
-  args.token_begin = token_begin.data();
-  args.record_rows = rows_by_token.data();
-  args.record_ranks = ranks_by_token.data();
+  args.token_begin = index.token_begin.data();
+  args.record_rows = index.record_rows.data();
+  args.record_ranks = index.record_ranks.data();
   args.rows = rows;
   args.row_stride = config.hidden;
   args.bias0 = bias0.empty() ? nullptr : bias0.data();
   args.bias1 = bias1.empty() ? nullptr : bias1.data();
   EPS_RETURN_IF_ERROR(device.run(args));
-  return device.synchronize();  // the index vectors die on return
+  return device.synchronize();  // the caller's index may die on return
 }
 
 // docs/dispatch.md 5.5 ll-weighted: per token, valid slots in ascending k.
@@ -295,6 +324,12 @@ Status reduce_ll(device::Device& device, const TransportConfig& config, int num_
       device.run(device::CombineLlArgs{out.data(), num_tokens, config.hidden, config.top_k,
                                        topk_weights.data(), slot_rows.data(), rows, config.hidden}));
   return device.synchronize();
+}
+
+Status reduce_ll(device::Device& device, const TransportConfig& config, int num_tokens,
+                 std::span<const float> topk_weights, const bf16* rows, const CombineIndex& index,
+                 std::span<bf16> out) {
+  return reduce_ll(device, config, num_tokens, topk_weights, rows, index.slot_rows, out);
 }
 
 void write_combined_weights(std::span<const int> topk_idx, std::span<const float> topk_weights,

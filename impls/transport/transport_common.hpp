@@ -57,7 +57,10 @@ class RoutedTransport : public Transport {
   const Capabilities& capabilities() const final { return caps_; }
   const TransportConfig& config() const final { return config_; }
   WireBytes wire_bytes() const final { return wire_; }
-  std::string_view staging() const final { return staging_ ? "host" : "none"; }
+  // "host" when the caller's buffers are staged through host copies, else how the wire reaches them (a
+  // fabric-based backend sets region_memory_ from its fabric: "none", "fi-hmem:<iface>", "dma-buf",
+  // "host-staging: <reason>"; docs/devices.md).
+  std::string_view staging() const final { return staging_ ? std::string_view("host") : region_memory_; }
   Result<std::unique_ptr<DispatchHandle>> dispatch(Layout layout, const DispatchInput& input,
                                                    const DispatchOutput& output) final;
   Status dispatch_cached(const DispatchHandle& handle, const DispatchInput& input,
@@ -88,6 +91,7 @@ class RoutedTransport : public Transport {
   int rank_;
   int size_;
   WireBytes wire_;  // the backend adds what it puts on and takes off the wire
+  std::string region_memory_ = "none";
 
  private:
   struct Staging;  // host copies of the caller's device buffers (staging.cpp)
@@ -160,8 +164,34 @@ Status copy_rows(device::Device& device, std::byte* dst, std::size_t dst_stride,
                  std::size_t src_stride, std::size_t row_bytes, std::int64_t rows,
                  std::span<const std::int64_t> src_rows, std::span<const std::int64_t> dst_rows = {});
 
+// Where a source finds the returned rows of its tokens, in the order the combine trees read them (built once
+// per dispatch handle by a backend that keeps it; `ready` says it was built):
+// - ll: slot_rows [T, K] = the returned row of (t, k), or -1 for a masked slot;
+// - ht: token t's records are [token_begin[t], token_begin[t + 1]) in ascending expert-side rank
+//   record_ranks[...], record j's row is record_rows[j].
+struct CombineIndex {
+  bool ready = false;
+  std::vector<std::int64_t> slot_rows;
+  std::vector<std::int64_t> token_begin;
+  std::vector<std::int64_t> record_rows;
+  std::vector<std::int32_t> record_ranks;
+};
+// The ll index of records (send_token[i], send_slot[i]) whose rows are record_rows[i].
+CombineIndex ll_combine_index(int top_k, int num_tokens, std::span<const int> send_token,
+                              std::span<const int> send_slot, std::span<const std::int64_t> record_rows);
+// The ht index of records grouped by expert-side rank q ascending (peer_begin [R + 1]), record i of token
+// record_token[i] with row record_rows[i].
+CombineIndex ht_combine_index(int num_ranks, int num_tokens, std::span<const int> peer_begin,
+                              std::span<const int> record_token, std::span<const std::int64_t> record_rows);
+
 // The combine trees of docs/dispatch.md 5.5 into `out` [T, H] (see the top of this file); they return after
 // the device finished.
+Status reduce_ht(device::Device& device, const TransportConfig& config, int num_tokens, CombineTree tree,
+                 const CombineIndex& index, const bf16* rows, std::span<const bf16> bias0,
+                 std::span<const bf16> bias1, std::span<bf16> out);
+Status reduce_ll(device::Device& device, const TransportConfig& config, int num_tokens,
+                 std::span<const float> topk_weights, const bf16* rows, const CombineIndex& index,
+                 std::span<bf16> out);
 Status reduce_ht(device::Device& device, const TransportConfig& config, int num_ranks, int num_tokens,
                  CombineTree tree, std::span<const int> peer_begin, std::span<const int> record_token,
                  const bf16* rows, std::span<const std::int64_t> record_rows, std::span<const bf16> bias0,

@@ -52,18 +52,28 @@ EPS_HD inline float fused_multiply_add(float a, float b, float c) {
 }
 
 // ---- copy_rows: one index per (row, 512-byte chunk of the row).
+// n bytes in 16-, 4- and 1-byte pieces of fixed size: compilers turn each into one load and one store, where
+// a memcpy of a run-time size would be a library call per row (pack and unpack copy rows of a few hundred
+// bytes and fp8 scales of a few bytes each).
+EPS_HD inline void copy_bytes(std::byte* dst, const std::byte* src, std::int64_t n) {
+  std::int64_t at = 0;
+  for (; at + 16 <= n; at += 16) memcpy(dst + at, src + at, 16);
+  for (; at + 4 <= n; at += 4) memcpy(dst + at, src + at, 4);
+  for (; at < n; ++at) dst[at] = src[at];
+}
 EPS_HD inline std::int64_t copy_rows_extent(const CopyRowsArgs& a) {
   return a.rows * ceil_div(a.row_bytes, kCopyChunkBytes);
 }
 EPS_HD inline void copy_rows_body(std::int64_t i, const CopyRowsArgs& a) {
   const std::int64_t chunks = ceil_div(a.row_bytes, kCopyChunkBytes);
-  const std::int64_t row = i / chunks;
-  const std::int64_t begin = (i % chunks) * kCopyChunkBytes;
+  const bool whole_rows = chunks == 1;  // rows of up to one chunk: no division per index
+  const std::int64_t row = whole_rows ? i : i / chunks;
+  const std::int64_t begin = whole_rows ? 0 : (i % chunks) * kCopyChunkBytes;
   const std::int64_t dst_row = a.dst_rows != nullptr ? a.dst_rows[row] : row;
   if (dst_row < 0) return;
   const std::int64_t src_row = a.src_rows != nullptr ? a.src_rows[row] : row;
-  memcpy(a.dst + dst_row * a.dst_stride_bytes + begin, a.src + src_row * a.src_stride_bytes + begin,
-         static_cast<std::size_t>(min_i64(kCopyChunkBytes, a.row_bytes - begin)));
+  copy_bytes(a.dst + dst_row * a.dst_stride_bytes + begin, a.src + src_row * a.src_stride_bytes + begin,
+             min_i64(kCopyChunkBytes, a.row_bytes - begin));
 }
 
 // ---- fp8_quantize / fp8_dequantize: one index per (row, 128-channel group).
@@ -99,66 +109,121 @@ EPS_HD inline void fp8_dequantize_body(std::int64_t i, const Fp8DequantizeArgs& 
 }
 
 // ---- combine_ll / combine_ht: one index per (token, block of 64 channels).
+// Each body reduces channels [c0, c0 + n) of one token through combine_*_channels<kWidth>: a full block runs
+// with kWidth = n = kChannelBlock, so every channel loop has a constant trip count and the accumulators stay
+// in vector registers on the host; the last, partial block of a row runs the same code with its n. Per
+// channel the operations and their order are the same either way (docs/dispatch.md 5.5). acc[c] +=
+// fp32(row[c]) for c < n (kWidth a compile-time bound).
+template <int kWidth>
+EPS_HD inline void add_bf16_row(float* acc, const bf16* row, int n) {
+  EPS_UNROLL for (int c = 0; c < kWidth; ++c) {
+    if (c < n) acc[c] = acc[c] + row[c].to_float();
+  }
+}
+template <int kWidth>
+EPS_HD inline void store_bf16_row(bf16* out, const float* acc, int n) {
+  EPS_UNROLL for (int c = 0; c < kWidth; ++c) {
+    if (c < n) out[c] = bf16::from_float(acc[c]);
+  }
+}
 EPS_HD inline std::int64_t combine_ll_extent(const CombineLlArgs& a) {
   return a.tokens * ceil_div(a.hidden, kChannelBlock);
 }
-EPS_HD inline void combine_ll_body(std::int64_t i, const CombineLlArgs& a) {
-  const std::int64_t blocks = ceil_div(a.hidden, kChannelBlock);
-  const std::int64_t t = i / blocks;
-  const int c0 = static_cast<int>(i % blocks) * kChannelBlock;
-  const int n = static_cast<int>(min_i64(kChannelBlock, a.hidden - c0));
-  float acc[kChannelBlock];
-  for (int c = 0; c < n; ++c) acc[c] = 0.0f;
+template <int kWidth>
+EPS_HD inline void combine_ll_channels(std::int64_t t, int c0, int n, const CombineLlArgs& a) {
+  float acc[kWidth];
+  EPS_UNROLL for (int c = 0; c < kWidth; ++c) acc[c] = 0.0f;
   for (int k = 0; k < a.top_k; ++k) {
     const std::int64_t row = a.slot_rows[t * a.top_k + k];
     if (row < 0) continue;
     const float w = a.weights[t * a.top_k + k];
     const bf16* y = a.rows + row * a.row_stride + c0;
-    for (int c = 0; c < n; ++c) acc[c] = acc[c] + w * y[c].to_float();
+    EPS_UNROLL for (int c = 0; c < kWidth; ++c) {
+      if (c < n) acc[c] = acc[c] + w * y[c].to_float();
+    }
   }
-  bf16* out = a.out + t * a.hidden + c0;
-  for (int c = 0; c < n; ++c) out[c] = bf16::from_float(acc[c]);
+  store_bf16_row<kWidth>(a.out + t * a.hidden + c0, acc, n);
+}
+// Channel block `block` of token t.
+EPS_HD inline void combine_ll_body(std::int64_t i, const CombineLlArgs& a) {
+  const std::int64_t blocks = ceil_div(a.hidden, kChannelBlock);
+  const std::int64_t t = i / blocks;
+  const int c0 = static_cast<int>(i % blocks) * kChannelBlock;
+  const int n = static_cast<int>(min_i64(kChannelBlock, a.hidden - c0));
+  if (n == kChannelBlock) {
+    combine_ll_channels<kChannelBlock>(t, c0, kChannelBlock, a);
+  } else {
+    combine_ll_channels<kChannelBlock>(t, c0, n, a);
+  }
 }
 
 EPS_HD inline std::int64_t combine_ht_extent(const CombineHtArgs& a) {
   return a.tokens * ceil_div(a.hidden, kChannelBlock);
 }
-// Per channel: acc = fp32(bias0) + fp32(bias1); ht-rank adds every record's row in ascending rank;
-// ht-two-level sums each node's rows from +0.0f, rounds that sum to bf16 and adds it, nodes ascending.
+// acc = fp32(bias0) + fp32(bias1) per channel (a missing bias is +0.0f).
+template <int kWidth>
+EPS_HD inline void combine_ht_bias(float* acc, std::int64_t at, int n, const CombineHtArgs& a) {
+  EPS_UNROLL for (int c = 0; c < kWidth; ++c) {
+    const bool inside = c < n;
+    const float b0 = inside && a.bias0 != nullptr ? a.bias0[at + c].to_float() : 0.0f;
+    const float b1 = inside && a.bias1 != nullptr ? a.bias1[at + c].to_float() : 0.0f;
+    acc[c] = b0 + b1;
+  }
+}
+// ht-rank: the bias, then every record's row in ascending rank. Its own function (not a branch of the
+// two-level loop) so that its accumulators alone claim the vector registers.
+template <int kWidth>
+EPS_HD inline void combine_ht_rank_channels(std::int64_t t, int c0, int n, const CombineHtArgs& a) {
+  const std::int64_t at = t * a.hidden + c0;
+  float acc[kWidth];
+  combine_ht_bias<kWidth>(acc, at, n, a);
+  for (std::int64_t j = a.token_begin[t]; j < a.token_begin[t + 1]; ++j)
+    add_bf16_row<kWidth>(acc, a.rows + a.record_rows[j] * a.row_stride + c0, n);
+  store_bf16_row<kWidth>(a.out + at, acc, n);
+}
+// ht-two-level: the bias, then per node (ascending) the bf16 rounding of the fp32 sum of its ranks' rows from
+// +0.0f.
+template <int kWidth>
+EPS_HD inline void combine_ht_two_level_channels(std::int64_t t, int c0, int n, const CombineHtArgs& a) {
+  const std::int64_t at = t * a.hidden + c0;
+  float acc[kWidth];
+  float node_acc[kWidth];
+  combine_ht_bias<kWidth>(acc, at, n, a);
+  int node = -1;
+  for (std::int64_t j = a.token_begin[t]; j < a.token_begin[t + 1]; ++j) {
+    const int record_node = a.record_ranks[j] / a.ranks_per_node;
+    if (record_node != node) {
+      if (node >= 0) {
+        EPS_UNROLL for (int c = 0; c < kWidth; ++c) acc[c] = acc[c] + round_to_bf16(node_acc[c]);
+      }
+      EPS_UNROLL for (int c = 0; c < kWidth; ++c) node_acc[c] = 0.0f;
+      node = record_node;
+    }
+    add_bf16_row<kWidth>(node_acc, a.rows + a.record_rows[j] * a.row_stride + c0, n);
+  }
+  if (node >= 0) {
+    EPS_UNROLL for (int c = 0; c < kWidth; ++c) acc[c] = acc[c] + round_to_bf16(node_acc[c]);
+  }
+  store_bf16_row<kWidth>(a.out + at, acc, n);
+}
+template <int kWidth>
+EPS_HD inline void combine_ht_channels(std::int64_t t, int c0, int n, const CombineHtArgs& a) {
+  if (a.ranks_per_node == 0) {
+    combine_ht_rank_channels<kWidth>(t, c0, n, a);
+  } else {
+    combine_ht_two_level_channels<kWidth>(t, c0, n, a);
+  }
+}
 EPS_HD inline void combine_ht_body(std::int64_t i, const CombineHtArgs& a) {
   const std::int64_t blocks = ceil_div(a.hidden, kChannelBlock);
   const std::int64_t t = i / blocks;
   const int c0 = static_cast<int>(i % blocks) * kChannelBlock;
   const int n = static_cast<int>(min_i64(kChannelBlock, a.hidden - c0));
-  const std::int64_t at = t * a.hidden + c0;
-  float acc[kChannelBlock];
-  float node_acc[kChannelBlock];
-  for (int c = 0; c < n; ++c) {
-    const float b0 = a.bias0 != nullptr ? a.bias0[at + c].to_float() : 0.0f;
-    const float b1 = a.bias1 != nullptr ? a.bias1[at + c].to_float() : 0.0f;
-    acc[c] = b0 + b1;
+  if (n == kChannelBlock) {
+    combine_ht_channels<kChannelBlock>(t, c0, kChannelBlock, a);
+  } else {
+    combine_ht_channels<kChannelBlock>(t, c0, n, a);
   }
-  int node = -1;
-  for (std::int64_t j = a.token_begin[t]; j < a.token_begin[t + 1]; ++j) {
-    const bf16* row = a.rows + a.record_rows[j] * a.row_stride + c0;
-    if (a.ranks_per_node == 0) {
-      for (int c = 0; c < n; ++c) acc[c] = acc[c] + row[c].to_float();
-      continue;
-    }
-    const int record_node = a.record_ranks[j] / a.ranks_per_node;
-    if (record_node != node) {
-      if (node >= 0) {
-        for (int c = 0; c < n; ++c) acc[c] = acc[c] + round_to_bf16(node_acc[c]);
-      }
-      for (int c = 0; c < n; ++c) node_acc[c] = 0.0f;
-      node = record_node;
-    }
-    for (int c = 0; c < n; ++c) node_acc[c] = node_acc[c] + row[c].to_float();
-  }
-  if (node >= 0) {
-    for (int c = 0; c < n; ++c) acc[c] = acc[c] + round_to_bf16(node_acc[c]);
-  }
-  for (int c = 0; c < n; ++c) a.out[at + c] = bf16::from_float(acc[c]);
 }
 
 // ---- tree_gemm: one index per 4 x 4 tile of outputs. Each dot product is the tree of tree_kernel.hpp:

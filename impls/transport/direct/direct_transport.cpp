@@ -31,7 +31,9 @@ DirectTransport::DirectTransport(const TransportConfig& config, const fabric::Fa
       slot_record_(round_up(kSlotHeaderBytes + row_bytes_ + 4 * num_scales_, 16)),
       combine_rows_per_peer_(static_cast<std::size_t>(config.max_tokens_per_rank) *
                              static_cast<std::size_t>(std::min(config.top_k, config.num_experts / size))),
-      completions_(64) {}
+      completions_(64) {
+  region_memory_ = fabric_->memory_registration();
+}
 
 // Collective, like creation: every rank drives progress until all of its puts completed (providers with
 // manual progress complete a put only while its target polls) and then meets the others.
@@ -93,41 +95,67 @@ void DirectTransport::plan_destinations(DirectHandle& h) const {
     h.send_begin[static_cast<std::size_t>(q)] = h.key_begin[static_cast<std::size_t>(q * per_peer)];
 }
 
-// Headers on the host, payload rows and scales by the row-copy kernel (transport_common.hpp).
-Status DirectTransport::pack_dispatch(const DirectHandle& h, const DispatchInput& in) {
+// Records [first, last) of the send order into consecutive records at `dst`: headers on the host, payload
+// rows and scales by the row-copy kernel (transport_common.hpp), gathered straight from the caller's rows.
+Status DirectTransport::pack_records(const DirectHandle& h, const DispatchInput& in, int first, int last,
+                                     std::byte* dst) {
+  if (last <= first) return Status();
   const std::size_t rec = record_bytes(h.kind);
   const std::size_t header = header_bytes(h.kind);
-  const int k_max = config_.top_k;
-  for (std::size_t i = 0; i < h.send_token.size(); ++i) {
-    std::byte* at = send_base() + i * rec;
-    const int t = h.send_token[i];
+  const auto k_max = static_cast<std::size_t>(config_.top_k);
+  for (int i = first; i < last; ++i) {
+    std::byte* at = dst + static_cast<std::size_t>(i - first) * rec;
+    const int t = h.send_token[static_cast<std::size_t>(i)];
     const std::size_t routing = static_cast<std::size_t>(t) * k_max;
     if (h.kind == Layout::kHtRankMajor) {
       const std::int32_t token = t;
       std::memcpy(at, &token, 4);
-      std::memcpy(at + 4, h.topk_idx.data() + routing, 4 * static_cast<std::size_t>(k_max));
-      std::memcpy(at + 4 + 4 * k_max, h.topk_weights.data() + routing, 4 * static_cast<std::size_t>(k_max));
+      std::memcpy(at + 4, h.topk_idx.data() + routing, 4 * k_max);
+      std::memcpy(at + 4 + 4 * k_max, h.topk_weights.data() + routing, 4 * k_max);
     } else {
-      const int k = h.send_slot[i];
-      const std::int32_t slot[3] = {t, k, h.topk_idx[routing + k]};
+      const int k = h.send_slot[static_cast<std::size_t>(i)];
+      const std::int32_t slot[3] = {t, k, h.topk_idx[routing + static_cast<std::size_t>(k)]};
       std::memcpy(at, slot, 12);
-      std::memcpy(at + 12, &h.topk_weights[routing + k], 4);
+      std::memcpy(at + 12, &h.topk_weights[routing + static_cast<std::size_t>(k)], 4);
     }
   }
-  const auto records = static_cast<std::int64_t>(h.send_token.size());
+  const auto records = static_cast<std::int64_t>(last - first);
+  const std::span<const std::int64_t> rows =
+      std::span<const std::int64_t>(h.send_rows)
+          .subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(records));
   const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
-  EPS_RETURN_IF_ERROR(copy_rows(kernels(), send_base() + header, rec, in.x.data(), row_bytes_, row_bytes_,
-                                records, h.send_rows));
-  EPS_RETURN_IF_ERROR(copy_rows(kernels(), send_base() + header + row_bytes_, rec,
-                                reinterpret_cast<const std::byte*>(in.x_scales.data()), scale_bytes,
-                                scale_bytes, records, h.send_rows));
+  EPS_RETURN_IF_ERROR(
+      copy_rows(kernels(), dst + header, rec, in.x.data(), row_bytes_, row_bytes_, records, rows));
+  return copy_rows(kernels(), dst + header + row_bytes_, rec,
+                   reinterpret_cast<const std::byte*>(in.x_scales.data()), scale_bytes, scale_bytes, records,
+                   rows);
+}
+
+// The records to other ranks go to the send region; this rank's own records straight to its slot in its own
+// receive region, which is where a put would have placed them (no fabric op, no signal: exchange()).
+Status DirectTransport::pack_dispatch(const DirectHandle& h, const DispatchInput& in) {
+  const std::size_t rec = record_bytes(h.kind);
+  const auto end = static_cast<int>(h.send_token.size());
+  if (!own_stream_in_place()) {
+    EPS_RETURN_IF_ERROR(pack_records(h, in, 0, end, send_base()));
+    return kernels().synchronize();
+  }
+  const int self_first = h.send_begin[static_cast<std::size_t>(rank_)];
+  const int self_last = h.send_begin[static_cast<std::size_t>(rank_) + 1];
+  EPS_RETURN_IF_ERROR(pack_records(h, in, 0, self_first, send_base()));
+  EPS_RETURN_IF_ERROR(
+      pack_records(h, in, self_first, self_last, recv_base(parity()) + own_slot_offset(h.kind)));
+  EPS_RETURN_IF_ERROR(
+      pack_records(h, in, self_last, end, send_base() + static_cast<std::size_t>(self_last) * rec));
   return kernels().synchronize();
 }
 
-std::vector<std::vector<Piece>> DirectTransport::dispatch_pieces(const DirectHandle& h) const {
+void DirectTransport::plan_dispatch_pieces(const DirectHandle& h) {
   const std::size_t rec = record_bytes(h.kind);
   const auto t_max = static_cast<std::size_t>(config_.max_tokens_per_rank);
-  std::vector<std::vector<Piece>> pieces(static_cast<std::size_t>(size_));
+  std::vector<std::vector<Piece>>& pieces = pieces_;
+  for (std::vector<Piece>& p : pieces) p.clear();
+  pieces.resize(static_cast<std::size_t>(size_));
   if (h.kind == Layout::kHtRankMajor) {
     for (int q = 0; q < size_; ++q) {
       const int first = h.send_begin[static_cast<std::size_t>(q)];
@@ -137,7 +165,7 @@ std::vector<std::vector<Piece>> DirectTransport::dispatch_pieces(const DirectHan
             {static_cast<std::size_t>(first) * rec, static_cast<std::size_t>(rank_) * t_max * rec, n, 0});
       }
     }
-    return pieces;
+    return;
   }
   // LL: the records for q are contiguous in (l, t) order and land contiguously in q's slot for this source;
   // one put per local expert only where the strategy counts per channel (recv-count).
@@ -162,7 +190,6 @@ std::vector<std::vector<Piece>> DirectTransport::dispatch_pieces(const DirectHan
            n, l});
     }
   }
-  return pieces;
 }
 
 std::byte* DirectTransport::recv_base(int parity) const {
@@ -174,6 +201,12 @@ std::span<const std::int32_t> DirectTransport::received_record(int source) const
   const std::size_t ints = static_cast<std::size_t>(record_ints());
   const auto* base = reinterpret_cast<const std::int32_t*>(signal_recv_.local.data());
   return {base + (static_cast<std::size_t>(parity) * size_ + source) * ints, ints};
+}
+
+std::int32_t* DirectTransport::own_signal_record(int parity) const {
+  const std::size_t ints = static_cast<std::size_t>(record_ints());
+  auto* base = reinterpret_cast<std::int32_t*>(signal_recv_.local.data());
+  return base + (static_cast<std::size_t>(parity) * size_ + rank_) * ints;
 }
 
 Status DirectTransport::pump() {
@@ -257,9 +290,11 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
   const int per_put = rows_per_put(record_bytes);
   const std::size_t ints = static_cast<std::size_t>(record_ints());
   const Deadline deadline(config_.timeout_seconds);
-  // Data puts, destinations in rotated order so that no rank is everyone's first target.
+  // Data puts, destinations in rotated order so that no rank is everyone's first target. This rank's own
+  // stream skips the fabric where own_stream_in_place(): its records were written in place already.
   for (int step = 0; step < size_; ++step) {
     const int q = (rank_ + 1 + step) % size_;
+    if (q == rank_ && own_stream_in_place()) continue;
     for (const Piece& piece : pieces[static_cast<std::size_t>(q)]) {
       for (int done = 0; done < piece.records; done += per_put) {
         const int n = std::min(per_put, piece.records - done);
@@ -278,9 +313,11 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
                   static_cast<std::size_t>(parity) * size_ * ints;
   for (int step = 0; step < size_; ++step) {
     const int q = (rank_ + 1 + step) % size_;
-    std::int32_t* record = records + static_cast<std::size_t>(q) * ints;
+    std::int32_t* record = q == rank_ && own_stream_in_place() ? own_signal_record(parity)
+                                                               : records + static_cast<std::size_t>(q) * ints;
     std::copy(my_tokens_per_rank_.begin(), my_tokens_per_rank_.end(), record);
     std::copy_n(channel_counts_.begin() + static_cast<std::ptrdiff_t>(q) * local(), local(), record + size_);
+    if (q == rank_ && own_stream_in_place()) continue;
     EPS_RETURN_IF_ERROR(put_signal(q, parity, (static_cast<std::size_t>(parity) * size_ + q) * ints * 4,
                                    (static_cast<std::size_t>(parity) * size_ + rank_) * ints * 4, ints * 4));
   }
@@ -293,8 +330,11 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
       [&] {
         failure = pump();
         if (!failure.ok()) return true;
-        while (waiting_for < size_ && signal_->signal_arrived(waiting_for, parity) &&
-               signal_->stream_complete(waiting_for, parity, received_record(waiting_for).subspan(size_))) {
+        while (
+            waiting_for < size_ &&
+            ((waiting_for == rank_ && own_stream_in_place()) ||
+             (signal_->signal_arrived(waiting_for, parity) &&
+              signal_->stream_complete(waiting_for, parity, received_record(waiting_for).subspan(size_))))) {
           ++waiting_for;
         }
         return waiting_for == size_;
@@ -351,84 +391,87 @@ Status DirectTransport::finish_operation() {
 
 Status DirectTransport::quiet_puts() { return fabric_->quiet(Deadline(config_.timeout_seconds)); }
 
-Status DirectTransport::unpack_payloads(Layout kind, std::span<const std::int64_t> records,
-                                        std::span<const std::int64_t> rows, const DispatchOutput& out) const {
+// Payload rows and scales of `n` consecutive received records, from record `first_record` of this parity's
+// receive region, to the caller's consecutive rows from `first_row`: one strided copy, no index list.
+Status DirectTransport::unpack_run(Layout kind, std::size_t first_record, std::size_t first_row, int n,
+                                   const DispatchOutput& out) const {
+  if (n == 0) return Status();
   const std::size_t rec = record_bytes(kind);
-  const std::byte* first = recv_base(static_cast<int>(operation_ & 1)) + header_bytes(kind);
-  const auto n = static_cast<std::int64_t>(records.size());
+  const std::byte* src = recv_base(parity()) + first_record * rec + header_bytes(kind);
   const std::size_t scale_bytes = 4 * static_cast<std::size_t>(num_scales_);
-  EPS_RETURN_IF_ERROR(
-      copy_rows(kernels(), out.recv_x.data(), row_bytes_, first, rec, row_bytes_, n, records, rows));
-  EPS_RETURN_IF_ERROR(copy_rows(kernels(), reinterpret_cast<std::byte*>(out.recv_x_scales.data()),
-                                scale_bytes, first + row_bytes_, rec, scale_bytes, n, records, rows));
-  return kernels().synchronize();
+  EPS_RETURN_IF_ERROR(copy_rows(kernels(), out.recv_x.data() + first_row * row_bytes_, row_bytes_, src, rec,
+                                row_bytes_, n, {}));
+  return copy_rows(kernels(),
+                   reinterpret_cast<std::byte*>(out.recv_x_scales.data()) + first_row * scale_bytes,
+                   scale_bytes, src + row_bytes_, rec, scale_bytes, n, {});
 }
 
-Status DirectTransport::unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const {
+// Source s's records sit at the start of its slot, in (s, t) order: they become rows recv_begin[s]... .
+Status DirectTransport::unpack_rank_major(const DispatchOutput& out, DispatchShape& shape) const {
   const auto t_max = static_cast<std::size_t>(config_.max_tokens_per_rank);
-  const std::byte* base = recv_base(static_cast<int>(operation_ & 1));
-  const int k_max = config_.top_k;
-  h.recv_begin.assign(static_cast<std::size_t>(size_) + 1, 0);
-  std::vector<std::int64_t> records;
+  const std::byte* base = recv_base(parity());
+  const auto k_max = static_cast<std::size_t>(config_.top_k);
+  shape.recv_begin.assign(static_cast<std::size_t>(size_) + 1, 0);
   std::size_t row = 0;
   for (int s = 0; s < size_; ++s) {
     const int n = received_record(s)[static_cast<std::size_t>(size_)];
     const std::size_t slot = static_cast<std::size_t>(s) * t_max;
-    for (int i = 0; i < n; ++i, ++row) {
+    for (int i = 0; i < n; ++i) {
       const std::byte* at = base + (slot + static_cast<std::size_t>(i)) * rank_record_;
       std::int32_t idx[dispatch::kMaxTopK];
       float weights[dispatch::kMaxTopK];
-      std::memcpy(idx, at + 4, 4 * static_cast<std::size_t>(k_max));
-      std::memcpy(weights, at + 4 + 4 * k_max, 4 * static_cast<std::size_t>(k_max));
-      localize_routing(config_, size_, rank_, idx, weights, out.recv_topk_idx.data() + row * k_max,
-                       out.recv_topk_weights.data() + row * k_max);
-      records.push_back(static_cast<std::int64_t>(slot) + i);
+      std::memcpy(idx, at + 4, 4 * k_max);
+      std::memcpy(weights, at + 4 + 4 * k_max, 4 * k_max);
+      localize_routing(config_, size_, rank_, idx, weights, out.recv_topk_idx.data() + (row + i) * k_max,
+                       out.recv_topk_weights.data() + (row + i) * k_max);
     }
-    h.recv_begin[static_cast<std::size_t>(s) + 1] = static_cast<int>(row);
+    EPS_RETURN_IF_ERROR(unpack_run(Layout::kHtRankMajor, slot, row, n, out));
+    row += static_cast<std::size_t>(n);
+    shape.recv_begin[static_cast<std::size_t>(s) + 1] = static_cast<int>(row);
   }
-  h.num_rows = static_cast<std::int64_t>(row);
-  count_rank_major(config_, size_, h.num_rows, out);
-  return unpack_payloads(Layout::kHtRankMajor, records, {}, out);
+  shape.num_rows = static_cast<std::int64_t>(row);
+  count_rank_major(config_, size_, shape.num_rows, out);
+  return kernels().synchronize();
 }
 
-Status DirectTransport::unpack_ll(DirectHandle& h, const DispatchOutput& out) const {
+// Source s's records sit contiguously in its slot, local expert l's block after those of experts < l; each
+// (l, s) block lands contiguously at packed row l * capacity + begin.
+Status DirectTransport::unpack_ll(const DispatchOutput& out, DispatchShape& shape) const {
   const std::size_t capacity =
       static_cast<std::size_t>(size_) * static_cast<std::size_t>(config_.max_tokens_per_rank);
-  const std::byte* base = recv_base(static_cast<int>(operation_ & 1));
-  h.ll_ranges.assign(static_cast<std::size_t>(local()) * size_, LlRange{0, 0});
-  h.num_rows = 0;
-  std::vector<std::int64_t> records;
-  std::vector<std::int64_t> rows;
-  // Source s's records sit contiguously in its slot, local expert l's block after those of experts < l.
-  std::vector<std::size_t> block_start(static_cast<std::size_t>(size_), 0);
+  const std::byte* base = recv_base(parity());
+  shape.ll_ranges.assign(static_cast<std::size_t>(local()) * size_, LlRange{0, 0});
+  shape.num_rows = 0;
+  block_start_.assign(static_cast<std::size_t>(size_), 0);
   for (int l = 0; l < local(); ++l) {
     int begin = 0;
     for (int s = 0; s < size_; ++s) {
       const int n = received_record(s)[static_cast<std::size_t>(size_ + l)];
-      std::size_t& start = block_start[static_cast<std::size_t>(s)];
+      std::size_t& start = block_start_[static_cast<std::size_t>(s)];
       const std::size_t first = static_cast<std::size_t>(s) * combine_rows_per_peer_ + start;
       start += static_cast<std::size_t>(n);
+      const std::size_t row = static_cast<std::size_t>(l) * capacity + static_cast<std::size_t>(begin);
       for (int i = 0; i < n; ++i) {
-        const std::size_t row = static_cast<std::size_t>(l) * capacity + static_cast<std::size_t>(begin + i);
         std::int32_t token = 0;
         std::memcpy(&token, base + (first + static_cast<std::size_t>(i)) * slot_record_, 4);
-        out.src_info[row] = token;
-        records.push_back(static_cast<std::int64_t>(first) + i);
-        rows.push_back(static_cast<std::int64_t>(row));
+        out.src_info[row + static_cast<std::size_t>(i)] = token;
       }
+      EPS_RETURN_IF_ERROR(unpack_run(Layout::kLl, first, row, n, out));
       const LlRange range{begin, n};
-      h.ll_ranges[static_cast<std::size_t>(l) * size_ + s] = range;
+      shape.ll_ranges[static_cast<std::size_t>(l) * size_ + s] = range;
       out.layout_range[static_cast<std::size_t>(l) * size_ + s] = range;
       begin += n;
     }
     out.packed_recv_count[static_cast<std::size_t>(l)] = begin;
-    h.num_rows += begin;
+    shape.num_rows += begin;
   }
-  return unpack_payloads(Layout::kLl, records, rows, out);
+  return kernels().synchronize();
 }
 
-Status DirectTransport::exchange_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out,
-                                          bool fresh) {
+// `shape` receives what the expert side learned (rows per source, LL ranges, rows written): the handle's own
+// fields for a fresh dispatch, scratch for a cached one (which re-derives the same values).
+Status DirectTransport::exchange_dispatch(const DirectHandle& h, const DispatchInput& in,
+                                          const DispatchOutput& out, DispatchShape& shape) {
   EPS_RETURN_IF_ERROR(begin_operation());
   EPS_RETURN_IF_ERROR(pack_dispatch(h, in));
   channel_counts_.assign(static_cast<std::size_t>(size_) * local(), 0);
@@ -442,15 +485,16 @@ Status DirectTransport::exchange_dispatch(DirectHandle& h, const DispatchInput& 
   }
   my_tokens_per_rank_.assign(h.layout_info.num_tokens_per_rank.begin(),
                              h.layout_info.num_tokens_per_rank.end());
-  EPS_RETURN_IF_ERROR(exchange(dispatch_pieces(h), record_bytes(h.kind)));
-  EPS_RETURN_IF_ERROR(h.kind == Layout::kLl ? unpack_ll(h, out) : unpack_rank_major(h, out));
-  if (fresh) {
+  plan_dispatch_pieces(h);
+  EPS_RETURN_IF_ERROR(exchange(pieces_, record_bytes(h.kind)));
+  EPS_RETURN_IF_ERROR(h.kind == Layout::kLl ? unpack_ll(out, shape) : unpack_rank_major(out, shape));
+  if (shape.prefix_matrix != nullptr) {
     std::vector<int> all(static_cast<std::size_t>(size_) * size_);
     for (int s = 0; s < size_; ++s) {
       const std::span<const std::int32_t> record = received_record(s);
       std::copy_n(record.begin(), size_, all.begin() + static_cast<std::ptrdiff_t>(s) * size_);
     }
-    h.layout_info.rank_prefix_matrix = rank_prefix_matrix(size_, all);
+    *shape.prefix_matrix = rank_prefix_matrix(size_, all);
   }
   return finish_operation();
 }
@@ -459,72 +503,105 @@ Status DirectTransport::run_dispatch(RoutedHandle& handle, const DispatchInput& 
                                      const DispatchOutput& out) {
   auto& h = static_cast<DirectHandle&>(handle);
   plan_destinations(h);
-  return exchange_dispatch(h, in, out, true);
+  DispatchShape shape;
+  shape.prefix_matrix = &h.layout_info.rank_prefix_matrix;
+  EPS_RETURN_IF_ERROR(exchange_dispatch(h, in, out, shape));
+  h.recv_begin = std::move(shape.recv_begin);
+  h.ll_ranges = std::move(shape.ll_ranges);
+  h.num_rows = shape.num_rows;
+  return Status();
 }
 
 Status DirectTransport::run_cached_dispatch(const RoutedHandle& handle, const DispatchInput& in,
                                             const DispatchOutput& out) {
-  // The handle stays const for the caller; the counts are re-derived identically.
-  DirectHandle copy = static_cast<const DirectHandle&>(handle);
-  return exchange_dispatch(copy, in, out, false);
+  // The handle stays const for the caller; the shape is re-derived identically into scratch.
+  cached_shape_.prefix_matrix = nullptr;
+  return exchange_dispatch(static_cast<const DirectHandle&>(handle), in, out, cached_shape_);
+}
+
+// Expert side of a combine: the rows of in.x that go back to source s, as contiguous runs (rank-major: the
+// rows s sent, in order; LL: s's block of every local expert, experts ascending), copied to the send region
+// at `packed` rows (or, for this rank's own rows, straight into its own receive slot). Returns the rows for
+// s.
+Status DirectTransport::pack_combine_rows(const DirectHandle& h, const CombineInput& in, int s,
+                                          std::byte* dst, std::int64_t& rows) const {
+  const std::size_t row = 2 * static_cast<std::size_t>(config_.hidden);
+  const auto* x = reinterpret_cast<const std::byte*>(in.x.data());
+  rows = 0;
+  auto copy_run = [&](std::int64_t first, std::int64_t count) -> Status {
+    if (count == 0) return Status();
+    EPS_RETURN_IF_ERROR(copy_rows(kernels(), dst + static_cast<std::size_t>(rows) * row, row,
+                                  x + static_cast<std::size_t>(first) * row, row, row, count, {}));
+    rows += count;
+    return Status();
+  };
+  if (h.kind == Layout::kHtRankMajor) {
+    const int first = h.recv_begin[static_cast<std::size_t>(s)];
+    return copy_run(first, h.recv_begin[static_cast<std::size_t>(s) + 1] - first);
+  }
+  const auto capacity = static_cast<std::int64_t>(size_) * config_.max_tokens_per_rank;
+  for (int l = 0; l < local(); ++l) {
+    const LlRange r = h.ll_ranges[static_cast<std::size_t>(l) * size_ + s];
+    EPS_RETURN_IF_ERROR(copy_run(l * capacity + r.begin, r.count));
+  }
+  return Status();
+}
+
+// Source side: record i sent to q came back to q's slot at position i - send_begin[q]. Built on the first
+// combine of a handle and kept, so repeated combines of one dispatch index nothing again.
+const CombineIndex& DirectTransport::combine_index(const DirectHandle& h) const {
+  if (h.combine_index.ready) return h.combine_index;
+  std::vector<std::int64_t> record_rows(h.send_token.size());
+  for (int q = 0; q < size_; ++q) {
+    const int begin = h.send_begin[static_cast<std::size_t>(q)];
+    for (int i = begin; i < h.send_begin[static_cast<std::size_t>(q) + 1]; ++i) {
+      record_rows[static_cast<std::size_t>(i)] =
+          static_cast<std::int64_t>(static_cast<std::size_t>(q) * combine_rows_per_peer_) + (i - begin);
+    }
+  }
+  if (h.kind == Layout::kLl) {
+    h.combine_index = ll_combine_index(config_.top_k, h.num_tokens, h.send_token, h.send_slot, record_rows);
+  } else {
+    h.combine_index = ht_combine_index(size_, h.num_tokens, h.send_begin, h.send_token, record_rows);
+  }
+  return h.combine_index;
 }
 
 Status DirectTransport::run_combine(const RoutedHandle& handle, const CombineInput& in,
                                     const CombineOutput& out) {
   const auto* h = &static_cast<const DirectHandle&>(handle);
   const std::size_t row = 2 * static_cast<std::size_t>(config_.hidden);
-  const std::size_t capacity =
-      static_cast<std::size_t>(size_) * static_cast<std::size_t>(config_.max_tokens_per_rank);
   EPS_RETURN_IF_ERROR(begin_operation());
   // Expert side: each source's rows go back in the order the source sent them.
-  std::vector<std::vector<Piece>> pieces(static_cast<std::size_t>(size_));
+  for (std::vector<Piece>& p : pieces_) p.clear();
+  pieces_.resize(static_cast<std::size_t>(size_));
   channel_counts_.assign(static_cast<std::size_t>(size_) * local(), 0);
-  std::vector<std::int64_t> packed;  // the row of in.x that goes to each send slot
+  std::int64_t packed = 0;
   for (int s = 0; s < size_; ++s) {
-    const std::size_t first = packed.size();
-    if (h->kind == Layout::kHtRankMajor) {
-      for (int b = h->recv_begin[static_cast<std::size_t>(s)];
-           b < h->recv_begin[static_cast<std::size_t>(s) + 1]; ++b)
-        packed.push_back(b);
+    const std::size_t slot = static_cast<std::size_t>(rank_) * combine_rows_per_peer_ * row;
+    std::int64_t n = 0;
+    if (s == rank_ && own_stream_in_place()) {
+      EPS_RETURN_IF_ERROR(pack_combine_rows(*h, in, s, recv_base(parity()) + slot, n));
     } else {
-      for (int l = 0; l < local(); ++l) {
-        const LlRange r = h->ll_ranges[static_cast<std::size_t>(l) * size_ + s];
-        const auto src = static_cast<std::int64_t>(static_cast<std::size_t>(l) * capacity) + r.begin;
-        for (int i = 0; i < r.count; ++i) packed.push_back(src + i);
-      }
+      EPS_RETURN_IF_ERROR(
+          pack_combine_rows(*h, in, s, send_base() + static_cast<std::size_t>(packed) * row, n));
+      if (n > 0)
+        pieces_[static_cast<std::size_t>(s)].push_back(
+            {static_cast<std::size_t>(packed) * row, slot, static_cast<int>(n), 0});
+      packed += n;
     }
-    const int n = static_cast<int>(packed.size() - first);
-    channel_counts_[static_cast<std::size_t>(s) * local()] = n;
-    if (n > 0) {
-      pieces[static_cast<std::size_t>(s)].push_back(
-          {first * row, static_cast<std::size_t>(rank_) * combine_rows_per_peer_ * row, n, 0});
-    }
+    channel_counts_[static_cast<std::size_t>(s) * local()] = static_cast<int>(n);
   }
-  EPS_RETURN_IF_ERROR(copy_rows(kernels(), send_base(), row, reinterpret_cast<const std::byte*>(in.x.data()),
-                                row, row, static_cast<std::int64_t>(packed.size()), packed));
   EPS_RETURN_IF_ERROR(kernels().synchronize());
   my_tokens_per_rank_.assign(static_cast<std::size_t>(size_), 0);
-  EPS_RETURN_IF_ERROR(exchange(pieces, row));
-  // Source side: record i sent to q came back to q's slot at position i - send_begin[q].
+  EPS_RETURN_IF_ERROR(exchange(pieces_, row));
   const auto* rows = reinterpret_cast<const bf16*>(recv_base(static_cast<int>(operation_ & 1)));
-  std::vector<std::int64_t> record_rows(h->send_token.size());
-  for (int q = 0; q < size_; ++q) {
-    const int begin = h->send_begin[static_cast<std::size_t>(q)];
-    for (int i = begin; i < h->send_begin[static_cast<std::size_t>(q) + 1]; ++i) {
-      record_rows[static_cast<std::size_t>(i)] =
-          static_cast<std::int64_t>(static_cast<std::size_t>(q) * combine_rows_per_peer_) + (i - begin);
-    }
-  }
+  const CombineIndex& index = combine_index(*h);
   if (in.tree == CombineTree::kLlWeighted) {
-    const int k_max = config_.top_k;
-    std::vector<std::int64_t> slot_rows(static_cast<std::size_t>(h->num_tokens) * k_max, -1);
-    for (std::size_t i = 0; i < record_rows.size(); ++i)
-      slot_rows[static_cast<std::size_t>(h->send_token[i]) * k_max + h->send_slot[i]] = record_rows[i];
-    EPS_RETURN_IF_ERROR(
-        reduce_ll(kernels(), config_, h->num_tokens, h->topk_weights, rows, slot_rows, out.out));
+    EPS_RETURN_IF_ERROR(reduce_ll(kernels(), config_, h->num_tokens, h->topk_weights, rows, index, out.out));
   } else {
-    EPS_RETURN_IF_ERROR(reduce_ht(kernels(), config_, size_, h->num_tokens, in.tree, h->send_begin,
-                                  h->send_token, rows, record_rows, in.bias0, in.bias1, out.out));
+    EPS_RETURN_IF_ERROR(
+        reduce_ht(kernels(), config_, h->num_tokens, in.tree, index, rows, in.bias0, in.bias1, out.out));
   }
   return finish_operation();
 }

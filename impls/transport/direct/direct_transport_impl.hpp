@@ -40,12 +40,23 @@ struct Piece {
   int channel = 0;
 };
 
+// What the expert side of a dispatch learns from the signal records (DirectHandle keeps it for combine), and
+// where the docs/dispatch.md 5.1 rank prefix matrix goes (null: not wanted, a cached dispatch).
+struct DispatchShape {
+  std::vector<int> recv_begin;     // rank-major: [R + 1] first row from each source
+  std::vector<LlRange> ll_ranges;  // LL: [L * R]
+  std::int64_t num_rows = 0;
+  std::vector<int>* prefix_matrix = nullptr;
+};
+
 // RoutedHandle (keys: destination for rank-major, global expert for LL) plus what combine needs.
 class DirectHandle final : public RoutedHandle {
  public:
   std::vector<int> send_begin;     // [R + 1] first record to each destination
   std::vector<int> recv_begin;     // expert side, rank-major: [R + 1] first row from each source
   std::vector<LlRange> ll_ranges;  // expert side, LL: [L * R]
+  mutable CombineIndex
+      combine_index;  // source side: built by the first combine (DirectTransport::combine_index)
 };
 
 class DirectTransport : public RoutedTransport {
@@ -83,15 +94,31 @@ class DirectTransport : public RoutedTransport {
   std::size_t header_bytes(Layout kind) const {
     return kind == Layout::kLl ? kSlotHeaderBytes : 4 + 8 * static_cast<std::size_t>(config_.top_k);
   }
+  // Where this rank's own stream lands in its receive region (within a parity): its slot as a source.
+  std::size_t own_slot_offset(Layout kind) const {
+    const std::size_t per_source =
+        kind == Layout::kLl ? combine_rows_per_peer_ : static_cast<std::size_t>(config_.max_tokens_per_rank);
+    return static_cast<std::size_t>(rank_) * per_source * record_bytes(kind);
+  }
+  // This rank's own stream (its records to itself, its signal record) is written straight into its receive
+  // and signal regions, with no fabric op and no signal, except under the chaos decorator, whose job is to
+  // reorder and delay every put, these included (the negative control of docs/fabrics.md 6.3 counts on it).
+  bool own_stream_in_place() const { return selection_.chaos.empty(); }
+  // This rank's signal record to itself, written in place (it travels through no fabric).
+  std::int32_t* own_signal_record(int parity) const;
+  Status pack_records(const DirectHandle& h, const DispatchInput& in, int first, int last, std::byte* dst);
   Status pack_dispatch(const DirectHandle& h, const DispatchInput& in);
-  std::vector<std::vector<Piece>> dispatch_pieces(const DirectHandle& h) const;
-  Status exchange_dispatch(DirectHandle& h, const DispatchInput& in, const DispatchOutput& out, bool fresh);
-  Status unpack_rank_major(DirectHandle& h, const DispatchOutput& out) const;
-  Status unpack_ll(DirectHandle& h, const DispatchOutput& out) const;
-  // Payload rows and scales of the received records `records` (indices of record_bytes(kind) slots in the
-  // receive region of this parity) to the caller's rows `rows`.
-  Status unpack_payloads(Layout kind, std::span<const std::int64_t> records,
-                         std::span<const std::int64_t> rows, const DispatchOutput& out) const;
+  // The data puts of a dispatch into pieces_.
+  void plan_dispatch_pieces(const DirectHandle& h);
+  Status pack_combine_rows(const DirectHandle& h, const CombineInput& in, int s, std::byte* dst,
+                           std::int64_t& rows) const;
+  const CombineIndex& combine_index(const DirectHandle& h) const;
+  Status exchange_dispatch(const DirectHandle& h, const DispatchInput& in, const DispatchOutput& out,
+                           DispatchShape& shape);
+  Status unpack_rank_major(const DispatchOutput& out, DispatchShape& shape) const;
+  Status unpack_ll(const DispatchOutput& out, DispatchShape& shape) const;
+  Status unpack_run(Layout kind, std::size_t first_record, std::size_t first_row, int n,
+                    const DispatchOutput& out) const;
 
   // One exchange: puts every piece, then the signal records, then waits for every source's stream.
   Status exchange(const std::vector<std::vector<Piece>>& pieces, std::size_t record_bytes);
@@ -144,6 +171,9 @@ class DirectTransport : public RoutedTransport {
   std::int64_t data_posted_[2] = {0, 0};
   std::int64_t data_completed_[2] = {0, 0};
   std::vector<Completion> completions_;
+  std::vector<std::vector<Piece>> pieces_;  // [R]: the data puts of the current exchange (capacity kept)
+  DispatchShape cached_shape_;              // scratch of cached dispatches
+  mutable std::vector<std::size_t> block_start_;  // unpack_ll: records consumed per source
 };
 
 }  // namespace eps::transport::direct_detail
