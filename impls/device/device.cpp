@@ -6,6 +6,20 @@ namespace eps::device {
 
 std::string_view memory_kind_name(MemoryKind kind) { return kind == MemoryKind::kHost ? "host" : "device"; }
 
+std::string_view hmem_interface_name(HmemInterface iface) {
+  switch (iface) {
+    case HmemInterface::kNone:
+      return "none";
+    case HmemInterface::kSystem:
+      return "system";
+    case HmemInterface::kCuda:
+      return "cuda";
+    case HmemInterface::kRocr:
+      return "rocr";
+  }
+  return "unknown";
+}
+
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     reset();

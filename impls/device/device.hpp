@@ -29,6 +29,22 @@ enum class MemoryKind : std::uint8_t { kHost, kDevice };
 
 std::string_view memory_kind_name(MemoryKind kind);  // "host", "device"
 
+// How a NIC addresses a device's kDevice memory (docs/devices.md "Memory kinds"): the libfabric FI_HMEM
+// interface it is registered with. kNone: plain host memory, registered as such (the `cpu` device); kSystem:
+// host memory registered through FI_HMEM with FI_HMEM_SYSTEM (a `cpu` device declared so, what the tests of
+// that path use); kCuda / kRocr: GPU memory (FI_HMEM_CUDA / FI_HMEM_ROCR).
+enum class HmemInterface : std::uint8_t { kNone, kSystem, kCuda, kRocr };
+
+std::string_view hmem_interface_name(HmemInterface iface);  // "none", "system", "cuda", "rocr"
+
+// A dma-buf exported for a range of device memory (verbs ibv_reg_dmabuf_mr): the range starts `offset`
+// bytes into the dma-buf `fd`. The receiver owns the descriptor and closes it once registered.
+struct DmaBuf {
+  int fd = -1;
+  std::uint64_t offset = 0;
+  std::size_t bytes = 0;  // of the exported range, from `offset`
+};
+
 class Device;
 
 // An allocation of a Device, freed when the Buffer is destroyed. The device must outlive its buffers.
@@ -77,6 +93,13 @@ class Device {
   // True when the host can read and write this device's kDevice memory directly (the `cpu` device), so
   // host code and host-side data structures may be used on it without copies.
   virtual bool host_accessible() const = 0;
+  // The FI_HMEM interface a fabric registers this device's kDevice memory with (HmemInterface above).
+  virtual HmemInterface hmem_interface() const = 0;
+  // Exports [data, data + bytes) of this device's kDevice memory as a dma-buf for NIC registration (CUDA:
+  // cuMemGetHandleForAddressRange, ROCr: hsa_amd_portable_export_dmabuf). kInvalidArgument for 0 bytes or a
+  // null pointer; kUnavailable where the device or its driver cannot export (the `cpu` device never can: its
+  // memory is host memory, registered directly), with the reason.
+  virtual Result<DmaBuf> export_dma_buf(const void* data, std::size_t bytes) = 0;
   // One line for headers: "cuda:0 NVIDIA H100 (sm_90, 80 GiB, PCI 0000:1b:00.0)".
   std::string describe() const;
 

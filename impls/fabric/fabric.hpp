@@ -103,6 +103,11 @@ class Fabric {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual FabricLimits limits() const = 0;
+  // How the fabric's regions reach the NIC (results `staging`, docs/devices.md "Memory kinds"): "none" for
+  // host memory the fabric maps itself; with FabricConfig::memory_device, "fi-hmem:<iface>" when the regions
+  // are that device's memory registered directly, "dma-buf" when registered through an exported dma-buf, or
+  // "host-staging: <reason>" when the regions stayed host memory and the caller stages through them.
+  virtual std::string memory_registration() const { return "none"; }
 
   virtual Result<Region> allocate(std::size_t bytes) = 0;
   // Registers memory the caller owns (and keeps alive as long as the fabric) as a region, collectively like

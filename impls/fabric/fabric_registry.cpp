@@ -111,8 +111,9 @@ Result<std::unique_ptr<Fabric>> make_fabric(std::string_view name, MPI_Comm comm
 
 Result<std::unique_ptr<Fabric>> make_fabric(const FabricSelection& selection, MPI_Comm comm,
                                             double timeout_seconds) {
-  return make_with_chaos(FabricConfig{comm, selection.fabric, "", timeout_seconds, selection.iface, {}},
-                         selection.chaos);
+  FabricConfig config{comm, selection.fabric, "", timeout_seconds, selection.iface, {}};
+  config.memory_device = selection.memory_device;
+  return make_with_chaos(config, selection.chaos);
 }
 
 }  // namespace eps::fabric

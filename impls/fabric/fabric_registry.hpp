@@ -25,6 +25,10 @@
 #include "impls/fabric/fabric_selection.hpp"
 #include "reference/common/status.hpp"
 
+namespace eps::device {
+class Device;
+}  // namespace eps::device
+
 namespace eps::fabric {
 
 struct FabricConfig;
@@ -39,6 +43,10 @@ struct FabricConfig {
   // Creates another registered fabric by name (make_plain_fabric): how a composite (auto) makes its parts
   // without linking the registry that links it.
   FabricFactory make_other = {};
+  // Where allocate() places regions: null = host memory; else this device's kDevice memory, registered with
+  // the NIC where the backend can (libfabric FI_HMEM, verbs dma-buf) and host memory otherwise, as
+  // Fabric::memory_registration() says. Backends that cannot use it (shm) ignore it and report "none".
+  device::Device* memory_device = nullptr;
 };
 
 struct FabricEntry {

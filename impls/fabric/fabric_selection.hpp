@@ -14,6 +14,10 @@
 #include "impls/runtime/params.hpp"
 #include "reference/common/status.hpp"
 
+namespace eps::device {
+class Device;
+}  // namespace eps::device
+
 namespace eps::fabric {
 
 struct FabricSelection {
@@ -24,6 +28,9 @@ struct FabricSelection {
   bool allow_unsafe = false;  // permit fabric-order on an unordered fabric (the negative control)
   std::string iface;          // --iface: network interface of socket fabrics; empty = FI_TCP_IFACE or lo
   int proxy_threads = 4;      // --proxy-threads: CPU proxy threads per rank of the proxy transport
+  // Not a user parameter: the device whose memory the fabric's regions live in (FabricConfig::memory_device),
+  // set by transport::make_transport from the TransportConfig; null = host memory.
+  device::Device* memory_device = nullptr;
 };
 
 // The selection of the --fabric, --signal, --chaos, --allow-unsafe, --iface and --proxy-threads parameters.

@@ -68,6 +68,14 @@ Result<std::vector<std::string>> select_transports(std::string_view text) {
   return out;
 }
 
+fabric::FabricSelection with_region_memory(const TransportConfig& config, fabric::FabricSelection selection) {
+  const bool registers = config.memory == MemoryKind::kDevice && config.device != nullptr &&
+                         config.device->host_accessible() &&
+                         config.device->hmem_interface() != device::HmemInterface::kNone;
+  selection.memory_device = registers ? config.device : nullptr;
+  return selection;
+}
+
 Result<std::unique_ptr<Transport>> make_transport(std::string_view name, const TransportConfig& config,
                                                   const fabric::FabricSelection& fabric) {
   const TransportEntry* entry = transport_registry().find(name);
@@ -75,7 +83,8 @@ Result<std::unique_ptr<Transport>> make_transport(std::string_view name, const T
     return invalid_argument("--transport", "unknown transport '{}'; registered: {}", name,
                             fmt::join(transport_registry().names(), ", "));
   }
-  return entry->factory(config, fabric);
+  if (!entry->uses_fabric) return entry->factory(config, fabric);
+  return entry->factory(config, with_region_memory(config, fabric));
 }
 
 }  // namespace eps::transport

@@ -97,8 +97,8 @@ constexpr std::int64_t kMinIndicesPerThread = 64;
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice(int threads, CpuIsa isa, bool host_accessible)
-      : threads_(threads), isa_(isa), host_accessible_(host_accessible) {
+  CpuDevice(int threads, CpuIsa isa, bool host_accessible, HmemInterface hmem)
+      : threads_(threads), isa_(isa), host_accessible_(host_accessible), hmem_(hmem) {
     properties_.backend = "cpu";
     properties_.name = cpu_model();
     properties_.architecture = fmt::format("x86-64 {}", cpu_isa_name(isa));
@@ -108,6 +108,18 @@ class CpuDevice final : public Device {
 
   const DeviceProperties& properties() const override { return properties_; }
   bool host_accessible() const override { return host_accessible_; }
+  HmemInterface hmem_interface() const override { return hmem_; }
+
+  Result<DmaBuf> export_dma_buf(const void* data, std::size_t bytes) override {
+    if (data == nullptr || bytes == 0) {
+      return invalid_argument("export_dma_buf", "needs a non-null range of at least 1 byte, got {} bytes",
+                              bytes);
+    }
+    return Status(
+        StatusCode::kUnavailable,
+        "cpu device: its memory is host memory, which has no dma-buf to export (fabrics register it "
+        "directly)");
+  }
 
   Result<Buffer> allocate(std::size_t bytes, MemoryKind kind) override {
     if (bytes == 0)
@@ -164,6 +176,7 @@ class CpuDevice final : public Device {
   int threads_;
   CpuIsa isa_;
   bool host_accessible_;
+  HmemInterface hmem_;
   DeviceProperties properties_;
 };
 
@@ -196,7 +209,9 @@ Result<std::unique_ptr<Device>> make_cpu_device(const CpuDeviceOptions& options)
   for (CpuIsa candidate : available_cpu_isas()) {
     if (static_cast<int>(candidate) <= static_cast<int>(options.isa)) isa = candidate;
   }
-  return std::unique_ptr<Device>(std::make_unique<CpuDevice>(options.threads, isa, options.host_accessible));
+  return std::unique_ptr<Device>(
+      std::make_unique<CpuDevice>(options.threads, isa, options.host_accessible,
+                                  options.system_hmem ? HmemInterface::kSystem : HmemInterface::kNone));
 }
 
 }  // namespace eps::device

@@ -31,6 +31,10 @@ struct CpuDeviceOptions {
   // false: the device claims that the host cannot address its memory, as a GPU's, so that callers take
   // their staging paths (what the tests of those paths use).
   bool host_accessible = true;
+  // true: the device declares its memory as FI_HMEM_SYSTEM memory (HmemInterface::kSystem), so that fabrics
+  // take their device-memory registration path over it (fi_mr_regattr with an iface); the memory stays host
+  // memory. false: kNone, plain host memory.
+  bool system_hmem = false;
 };
 
 Result<std::unique_ptr<Device>> make_cpu_device(const CpuDeviceOptions& options = {});

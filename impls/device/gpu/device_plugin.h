@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define EPS_DEVICE_PLUGIN_ABI_VERSION 1
+#define EPS_DEVICE_PLUGIN_ABI_VERSION 2 /* 2: export_dma_buf */
 #define EPS_DEVICE_PLUGIN_SYMBOL "eps_device_plugin_v1"
 
 typedef struct eps_device_properties_v1 {
@@ -48,6 +48,9 @@ typedef struct eps_device_plugin_v1 {
   int (*synchronize)(void* context);
   int (*launch)(void* context, int kernel, const void* args, size_t args_bytes);
   const char* (*last_error)(void);
+  /* Exports [data, data + bytes) of device memory as a dma-buf: *fd (owned by the caller) and *offset, where
+   * the range starts in it. Fails where the driver has no export (the message says so). */
+  int (*export_dma_buf)(void* context, const void* data, size_t bytes, int* fd, uint64_t* offset);
 } eps_device_plugin_v1;
 
 /* The exported symbol: `const eps_device_plugin_v1* eps_device_plugin_v1(void);` */

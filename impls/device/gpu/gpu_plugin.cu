@@ -261,6 +261,16 @@ int launch(void* context, int kernel, const void* args, std::size_t args_bytes) 
 
 const char* last_error() { return last_error_text.c_str(); }
 
+int export_dma_buf(void* context, const void* data, std::size_t bytes, int* fd, std::uint64_t* offset) {
+  Context* c = context_of(context);
+  *fd = -1;
+  *offset = 0;
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  const std::string failure = gpu_export_dma_buf(data, bytes, fd, offset);
+  if (!failure.empty()) return fail(failure + of_bytes(bytes, c->ordinal));
+  return 0;
+}
+
 const eps_device_plugin_v1 kPlugin = {
     EPS_DEVICE_PLUGIN_ABI_VERSION,
     kGpuBackend,
@@ -276,6 +286,7 @@ const eps_device_plugin_v1 kPlugin = {
     &synchronize,
     &launch,
     &last_error,
+    &export_dma_buf,
 };
 
 }  // namespace

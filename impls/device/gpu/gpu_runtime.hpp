@@ -14,11 +14,15 @@
 #if defined(__HIPCC__)
 #include <hip/hip_runtime.h>
 #elif defined(__CUDACC__)
-#include <cuda.h>  // CUdevice_attribute only: the driver is reached through cudaGetDriverEntryPointByVersion
+#include <cuda.h>  // driver types only: the driver is reached through cudaGetDriverEntryPointByVersion
 #include <cuda_runtime.h>
 #endif
 
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -72,6 +76,20 @@ inline void gpu_architecture(const gpuDeviceProp_t& prop, char* out, std::size_t
 inline int gpu_dma_buf_supported(int ordinal) {
   (void)ordinal;
   return 0;
+}
+
+// Exports [data, data + bytes) of device memory as a dma-buf (device_plugin.h export_dma_buf): "" on success,
+// else why not. ROCr's hsa_amd_portable_export_dmabuf (ROCm 5.6+) is looked up in the process at run time,
+// where the HIP runtime has loaded ROCr: the ROCm 5.2 headers this builds against do not declare it.
+inline std::string gpu_export_dma_buf(const void* data, std::size_t bytes, int* fd, std::uint64_t* offset) {
+  using Export = int (*)(const void*, std::size_t, int*, std::uint64_t*);
+  const auto export_dmabuf = reinterpret_cast<Export>(dlsym(RTLD_DEFAULT, "hsa_amd_portable_export_dmabuf"));
+  if (export_dmabuf == nullptr) {
+    return "this ROCr has no hsa_amd_portable_export_dmabuf (ROCm 5.6 or newer exports dma-bufs)";
+  }
+  const int status = export_dmabuf(data, bytes, fd, offset);
+  if (status != 0) return "hsa_amd_portable_export_dmabuf failed with hsa_status_t " + std::to_string(status);
+  return "";
 }
 
 #elif defined(__CUDACC__)
@@ -140,6 +158,33 @@ inline int gpu_dma_buf_supported(int ordinal) {
     return 0;
   }
   return value != 0 ? 1 : 0;
+}
+
+// Exports [data, data + bytes) of device memory as a dma-buf (device_plugin.h export_dma_buf): "" on success,
+// else why not. cuMemGetHandleForAddressRange (CUDA 11.7+) takes a host-page-aligned range, so the export
+// covers the pages around the range and `offset` is where it starts in them. The driver call is fetched
+// through the runtime, as in gpu_dma_buf_supported.
+inline std::string gpu_export_dma_buf(const void* data, std::size_t bytes, int* fd, std::uint64_t* offset) {
+  using GetHandle = CUresult (*)(void*, CUdeviceptr, std::size_t, CUmemRangeHandleType, unsigned long long);
+  void* get_handle = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &get_handle, 11070, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    return "the CUDA driver has no cuMemGetHandleForAddressRange (driver 515 or newer exports dma-bufs)";
+  }
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t base = first / page * page;
+  const std::uintptr_t end = (first + bytes + page - 1) / page * page;
+  const CUresult result = reinterpret_cast<GetHandle>(get_handle)(
+      fd, static_cast<CUdeviceptr>(base), end - base, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+  if (result != CUDA_SUCCESS) {
+    return "cuMemGetHandleForAddressRange(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD) failed with CUresult " +
+           std::to_string(static_cast<int>(result));
+  }
+  *offset = first - base;
+  return "";
 }
 
 #else

@@ -137,6 +137,23 @@ class PluginDevice final : public Device {
 
   const DeviceProperties& properties() const override { return properties_; }
   bool host_accessible() const override { return false; }  // GPU memory: the host stages through copies
+  HmemInterface hmem_interface() const override {
+    return properties_.backend == "hip" ? HmemInterface::kRocr : HmemInterface::kCuda;
+  }
+
+  Result<DmaBuf> export_dma_buf(const void* data, std::size_t bytes) override {
+    if (data == nullptr || bytes == 0)
+      return invalid_argument("export_dma_buf", "needs a non-null range of at least 1 byte, got {} bytes",
+                              bytes);
+    DmaBuf out;
+    out.bytes = bytes;
+    if (api_->export_dma_buf(context_, data, bytes, &out.fd, &out.offset) != 0) {
+      return Status(StatusCode::kUnavailable,
+                    fmt::format("{}:{}: export {} bytes as a dma-buf: {}", properties_.backend,
+                                properties_.ordinal, bytes, api_->last_error()));
+    }
+    return out;
+  }
 
   Result<Buffer> allocate(std::size_t bytes, MemoryKind kind) override {
     if (bytes == 0)

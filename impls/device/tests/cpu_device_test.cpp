@@ -51,6 +51,24 @@ TEST(CpuDevice, RefusesEmptyAllocationsAndWrongArguments) {
   EXPECT_EQ(make_cpu_device(bad).status().code(), StatusCode::kInvalidArgument);
 }
 
+// docs/devices.md "Memory kinds": the cpu device's memory is host memory; it is FI_HMEM_SYSTEM memory only
+// when declared so, and it never exports a dma-buf.
+TEST(CpuDevice, MemoryIsHostMemoryWithoutDmaBuf) {
+  std::unique_ptr<Device> plain = value_or_throw(make_cpu_device());
+  EXPECT_EQ(plain->hmem_interface(), HmemInterface::kNone);
+  EXPECT_EQ(hmem_interface_name(plain->hmem_interface()), "none");
+  CpuDeviceOptions options;
+  options.system_hmem = true;
+  std::unique_ptr<Device> declared = value_or_throw(make_cpu_device(options));
+  EXPECT_EQ(declared->hmem_interface(), HmemInterface::kSystem);
+  EXPECT_EQ(hmem_interface_name(declared->hmem_interface()), "system");
+  Buffer buffer = value_or_throw(plain->allocate(4096, MemoryKind::kDevice));
+  const Result<DmaBuf> exported = plain->export_dma_buf(buffer.data(), buffer.bytes());
+  EXPECT_EQ(exported.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(plain->export_dma_buf(nullptr, 64).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(plain->export_dma_buf(buffer.data(), 0).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(CpuDevice, BuffersFreeThemselvesAndMove) {
   auto device = value_or_throw(make_cpu_device());
   Buffer a = value_or_throw(device->allocate(100, MemoryKind::kHost));

@@ -100,6 +100,7 @@ class ChaosFabric final : public Fabric {
       : inner_(std::move(inner)), options_(options) {}
 
   std::string name() const override { return fmt::format("chaos({})", inner_->name()); }
+  std::string memory_registration() const override { return inner_->memory_registration(); }
   std::string describe() const override {
     return fmt::format("chaos({}) --chaos {} schedule {:#018x} after {} decisions; over {}", inner_->name(),
                        options_.to_string(), schedule_, decisions_, inner_->describe());

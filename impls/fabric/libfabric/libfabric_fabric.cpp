@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -20,6 +21,7 @@
 #include "impls/fabric/fabric_base.hpp"
 #include "impls/fabric/libfabric/fi_api.hpp"
 #include "impls/fabric/libfabric/fi_status.hpp"
+#include "impls/fabric/libfabric/hmem.hpp"
 #include "impls/fabric/libfabric/provider.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 
@@ -66,11 +68,12 @@ struct MappedRegion {
   MappedRegion& operator=(const MappedRegion&) = delete;
   ~MappedRegion() {
     close_fid(mr);
-    if (base != nullptr && mapped > 0) munmap(base, mapped);
+    if (base != nullptr && mapped > 0 && device_memory.data() == nullptr) munmap(base, mapped);
   }
 
   std::byte* base = nullptr;
   std::size_t mapped = 0;
+  device::Buffer device_memory;  // the region's memory when it lives in FabricConfig::memory_device
   fid_mr* mr = nullptr;
   void* desc = nullptr;
   std::uint64_t key = 0;
@@ -84,10 +87,13 @@ class LibfabricFabric final : public FabricBase {
       : FabricBase(comm, config.timeout_seconds),
         name_(config.name),
         iface_(config.iface),
-        spec_(std::move(spec)) {}
+        spec_(std::move(spec)),
+        memory_device_(config.memory_device) {}
   ~LibfabricFabric() override;
 
   Status open();  // collective
+  void mark_started() { started_ = true; }
+  std::string memory_registration() const override { return plan_.staging(); }
 
  protected:
   Result<std::span<std::byte>> create_region(int id, std::size_t bytes, std::byte* memory) override;
@@ -106,12 +112,15 @@ class LibfabricFabric final : public FabricBase {
   Status insert_peers(const std::vector<std::string>& names);
   Status agree(const Status& local, std::string_view what);
   Result<std::unique_ptr<MappedRegion>> register_region(int id, std::size_t bytes, std::byte* memory);
+  Status place_region(MappedRegion& region, int id, std::size_t bytes);
   Status exchange_region(const Status& local, MappedRegion* region);
   Status post_receive(OpSlot& slot);
   Status handle(const fi_cq_data_entry& entry, std::vector<Completion>& sink);
   Status read_error();
   OpSlot* slot_of(const void* context);
   void release(OpSlot* slot) { free_slots_.push_back(static_cast<std::size_t>(slot - slots_.data())); }
+  void close_collectively();
+  Status progress_until_every_rank_is_quiet(const Deadline& deadline);
   Status environment(std::string message) const {
     return Status(StatusCode::kEnvironment, fmt::format("{} (rank {}): {}", name_, rank(), message));
   }
@@ -119,6 +128,8 @@ class LibfabricFabric final : public FabricBase {
   std::string name_;
   std::string iface_;  // --iface; empty: FI_TCP_IFACE, else "lo" on one node
   ofi::ProviderSpec spec_;
+  device::Device* memory_device_;   // FabricConfig::memory_device
+  ofi::RegistrationPlan plan_;      // where regions live and how they are registered (hmem.hpp)
   const ofi::FiApi* fi_ = nullptr;  // libfabric, loaded by open_local
   ofi::InfoPtr info_;
   bool ordered_ = false;
@@ -135,9 +146,11 @@ class LibfabricFabric final : public FabricBase {
   std::vector<std::unique_ptr<MappedRegion>> regions_;
   std::vector<OpSlot> slots_;  // put slots first, then the receive pool; never resized after open()
   std::vector<std::size_t> free_slots_;
+  bool started_ = false;  // open() and FabricBase::start() succeeded on every rank: closing is collective
 };
 
 LibfabricFabric::~LibfabricFabric() {
+  close_collectively();
   // The endpoint first so that nothing is in flight on the registrations and queues closed after it.
   close_fid(ep_);
   regions_.clear();
@@ -145,6 +158,46 @@ LibfabricFabric::~LibfabricFabric() {
   close_fid(cq_);
   close_fid(domain_);
   close_fid(fabric_);
+}
+
+// Closing an endpoint drops what its provider still holds: tcp;ofi_rxm sends the delivery-complete
+// acknowledgement of a peer's put, and a barrier message this rank posted just before it left the barrier,
+// only while this rank drives progress, and a socket closed with unread data is reset, discarding what was
+// still queued towards the peer. So a rank that left the last barrier first, closed its endpoint and went on
+// (e.g. into the next transport's setup) left a peer waiting forever for its last barrier message or for the
+// acknowledgement of a put (found on the virtual cluster; the proxy transport's spinning threads made the
+// lagging rank slow enough to hit it often). Hence closing is collective (docs/fabrics.md 6.1, "a rank keeps
+// polling until a collective teardown"): every put of this rank is complete at its target (quiet, which
+// counts the barrier's puts too), and this rank keeps driving progress until every rank got that far
+// (a nonblocking MPI barrier, since the fabric's own barrier would again end with messages in flight).
+void LibfabricFabric::close_collectively() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!started_ || finalized) return;
+  const Deadline deadline(timeout_seconds());
+  Status status = quiet(deadline);
+  if (status.ok()) status = progress_until_every_rank_is_quiet(deadline);
+  if (!status.ok())
+    std::fprintf(stderr, "epsuite: %s teardown on rank %d: %s\n", name_.c_str(), rank(),
+                 status.message().c_str());
+}
+
+Status LibfabricFabric::progress_until_every_rank_is_quiet(const Deadline& deadline) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  EPS_MPI_CHECK(MPI_Ibarrier(comm(), &request));
+  Status failure;
+  EPS_RETURN_IF_ERROR(wait_until(
+      deadline,
+      [&] {
+        int done = 0;
+        const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) failure = mpi::check(rc, "MPI_Test", __FILE__, __LINE__);
+        if (!failure.ok() || done != 0) return true;
+        failure = quiet(deadline);  // one progress call: nothing of this rank is outstanding any more
+        return !failure.ok();
+      },
+      [&] { return fmt::format("{} teardown (rank {}): every rank's puts complete", name_, rank()); }));
+  return failure;
 }
 
 Status LibfabricFabric::open() {
@@ -181,7 +234,9 @@ Status LibfabricFabric::bind_interface(const std::string& configured) {
 }
 
 Status LibfabricFabric::open_local() {
-  EPS_ASSIGN_OR_RETURN(ofi::SelectedProvider selected, ofi::select_provider(spec_));
+  const device::HmemInterface hmem =
+      memory_device_ != nullptr ? memory_device_->hmem_interface() : device::HmemInterface::kNone;
+  EPS_ASSIGN_OR_RETURN(ofi::SelectedProvider selected, ofi::select_provider_for(spec_, hmem, &plan_));
   // select_provider succeeded, so libfabric is loaded.
   EPS_ASSIGN_OR_RETURN(fi_, ofi::fi_api());
   info_ = std::move(selected.info);
@@ -193,6 +248,10 @@ Status LibfabricFabric::open_local() {
   describe_ = ofi::describe_provider(*fi_, *info_, ordered_, limits_.max_put_bytes);
   if (spec_.binds_interface) describe_ += fmt::format(" on {} {}", interface_, spec_.node);
   EPS_RETURN_IF_ERROR(open_objects());
+  if (memory_device_ != nullptr) {
+    plan_ = ofi::probe_registration(domain_, *memory_device_, std::move(plan_), spec_.prov_name);
+    describe_ += fmt::format(", memory {}", plan_.staging());
+  }
   EPS_ASSIGN_OR_RETURN(address_, endpoint_name());
   if (spec_.binds_interface &&
       !ofi::address_is(address_.data(), address_.size(), info_->addr_format, spec_.node)) {
@@ -286,20 +345,17 @@ Result<std::unique_ptr<MappedRegion>> LibfabricFabric::register_region(int id, s
   }
   auto region = std::make_unique<MappedRegion>();
   std::size_t registered = std::max<std::size_t>(bytes, 1);
+  // Adopted memory is the caller's host memory (the auto fabric's shm segment): registered as host memory.
+  ofi::RegistrationPlan plan = memory != nullptr ? ofi::RegistrationPlan{} : plan_;
   if (memory != nullptr) {
     region->base = memory;  // adopted: the caller owns it (mapped stays 0, nothing to unmap)
   } else {
-    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    region->mapped = std::max<std::size_t>(1, (bytes + page - 1) / page) * page;
-    void* base = mmap(nullptr, region->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) {
-      return environment(fmt::format("mmap of {} bytes for region {} failed", region->mapped, id));
-    }
-    region->base = static_cast<std::byte*>(base);
+    EPS_RETURN_IF_ERROR(place_region(*region, id, bytes));
     registered = region->mapped;
   }
-  EPS_FI_CHECK(fi_mr_reg(domain_, region->base, registered, FI_WRITE | FI_REMOTE_WRITE, 0,
-                         static_cast<std::uint64_t>(id), 0, &region->mr, nullptr));
+  const int ordinal = memory_device_ != nullptr ? memory_device_->properties().ordinal : 0;
+  EPS_RETURN_IF_ERROR(ofi::register_memory(domain_, region->base, registered, FI_WRITE | FI_REMOTE_WRITE,
+                                           static_cast<std::uint64_t>(id), plan, ordinal, &region->mr));
   if ((info_->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0) {
     EPS_FI_CHECK(fi_mr_bind(region->mr, &ep_->fid, 0));
     EPS_FI_CHECK(fi_mr_enable(region->mr));
@@ -308,6 +364,25 @@ Result<std::unique_ptr<MappedRegion>> LibfabricFabric::register_region(int id, s
   if (region->key == FI_KEY_NOTAVAIL) return environment(fmt::format("fi_mr_key: no key for region {}", id));
   region->desc = fi_mr_desc(region->mr);
   return region;
+}
+
+// Zero-filled memory for a region the fabric allocates: the device's memory under an FI_HMEM plan, else a
+// page-aligned anonymous mapping. `mapped` is the size registered.
+Status LibfabricFabric::place_region(MappedRegion& region, int id, std::size_t bytes) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t size = std::max<std::size_t>(1, (bytes + page - 1) / page) * page;
+  if (plan_.kind == ofi::RegistrationKind::kHmem) {
+    EPS_ASSIGN_OR_RETURN(region.device_memory, memory_device_->allocate(size, device::MemoryKind::kDevice));
+    EPS_RETURN_IF_ERROR(memory_device_->fill(region.device_memory.data(), 0, size));
+    region.base = region.device_memory.as<std::byte>();
+    region.mapped = size;  // the Buffer frees it; only mappings without one are unmapped
+    return Status();
+  }
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return environment(fmt::format("mmap of {} bytes for region {} failed", size, id));
+  region.base = static_cast<std::byte*>(base);
+  region.mapped = size;
+  return Status();
 }
 
 // (ok, address, key) from every rank: the peers learn the region and whether everyone registered it.
@@ -437,6 +512,7 @@ Result<std::unique_ptr<Fabric>> make_libfabric_fabric(const FabricConfig& config
   auto fabric = std::make_unique<LibfabricFabric>(comm, config, std::move(spec));
   EPS_RETURN_IF_ERROR(fabric->open());
   EPS_RETURN_IF_ERROR(fabric->start());
+  fabric->mark_started();
   return std::unique_ptr<Fabric>(std::move(fabric));
 }
 

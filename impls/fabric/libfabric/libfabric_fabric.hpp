@@ -17,9 +17,14 @@
 // messages up to max_put_bytes (provider.hpp waw_ordered).
 //
 // Limits: max_put_bytes = min(kMaxPutBytes, ep max_msg_size); max_outstanding_puts = tx queue size.
-// Memory is page-aligned anonymous mappings (zero-filled), registered with FI_WRITE | FI_REMOTE_WRITE.
-// Destruction closes endpoint, memory registrations, address vector, completion queue, domain and fabric
-// in that order and unmaps the memory; nothing in it waits on a peer.
+// Memory is page-aligned anonymous mappings (zero-filled), registered with FI_WRITE | FI_REMOTE_WRITE; with
+// FabricConfig::memory_device, the device's memory registered through FI_HMEM where the provider can
+// (hmem.hpp; memory_registration() and describe() say which).
+// Destruction of a fabric that opened on every rank is collective (docs/fabrics.md 6.4, "Closing"): it
+// waits (deadline: the fabric's timeout, a failure is printed, never thrown) until every put of this rank is
+// complete at its target and, driving progress, until every rank got that far; then it closes endpoint,
+// memory registrations, address vector, completion queue, domain and fabric in that order and unmaps the
+// memory. A fabric whose construction failed closes at once.
 //
 // libfabric is loaded when the first fabric is made (fi_api.hpp), not linked; where it cannot be,
 // construction fails with kEnvironment "libfabric:shm: libfabric.so.1 cannot be loaded: <dlerror>".

@@ -99,6 +99,10 @@ InfoPtr make_hints(const FiApi& fi, const ProviderSpec& spec, const HintOptions&
     hints->rx_attr->msg_order = waw_order_bits();
   }
   if (options.delivery_complete) hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+  if (spec.hmem) {
+    hints->caps |= FI_HMEM;
+    hints->domain_attr->mr_mode |= FI_MR_HMEM;
+  }
   return hints;
 }
 

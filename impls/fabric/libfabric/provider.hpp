@@ -41,6 +41,7 @@ struct ProviderSpec {
   std::string prov_name;         // "tcp;ofi_rxm"
   std::string node;              // fi_getinfo node with FI_SOURCE (the interface's address), empty for none
   bool binds_interface = false;  // tcp: `node` is the IPv4 address of the chosen interface
+  bool hmem = false;             // ask for caps FI_HMEM and mr_mode FI_MR_HMEM (device memory, hmem.hpp)
 };
 
 // The registered variants, in registration order.

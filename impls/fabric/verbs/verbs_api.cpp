@@ -39,6 +39,8 @@ Result<VerbsApi> load_verbs_api(const char* soname) {
   EPS_RETURN_IF_ERROR(resolve(library, soname, "ibv_destroy_ah", api.destroy_ah));
   EPS_RETURN_IF_ERROR(resolve(library, soname, "ibv_port_state_str", api.port_state_str));
   EPS_RETURN_IF_ERROR(resolve(library, soname, "ibv_wc_status_str", api.wc_status_str));
+  // Optional: an older libibverbs still serves host memory; device memory then stages (verbs_dmabuf.hpp).
+  if (!resolve(library, soname, "ibv_reg_dmabuf_mr", api.reg_dmabuf_mr).ok()) api.reg_dmabuf_mr = nullptr;
   return api;
 }
 

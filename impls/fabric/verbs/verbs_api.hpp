@@ -43,6 +43,8 @@ struct VerbsApi {
   // flags, which epsuite never passes: the exported ibv_reg_mr is what it calls.
   decltype(&::ibv_reg_mr) reg_mr;
   decltype(&::ibv_dereg_mr) dereg_mr;
+  // Optional (rdma-core 34+): null where this libibverbs has no dma-buf registration (verbs_dmabuf.hpp).
+  decltype(&::ibv_reg_dmabuf_mr) reg_dmabuf_mr = nullptr;
   decltype(&::ibv_create_cq) create_cq;
   decltype(&::ibv_destroy_cq) destroy_cq;
   decltype(&::ibv_create_qp) create_qp;

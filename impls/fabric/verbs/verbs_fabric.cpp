@@ -20,6 +20,7 @@
 #include "impls/fabric/verbs/verbs_api.hpp"
 #include "impls/fabric/verbs/verbs_check.hpp"
 #include "impls/fabric/verbs/verbs_completion.hpp"
+#include "impls/fabric/verbs/verbs_dmabuf.hpp"
 #include "impls/fabric/verbs/verbs_setup.hpp"
 #include "impls/fabric/verbs/verbs_wire.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
@@ -64,20 +65,22 @@ struct Memory {
   void* base = nullptr;
   std::size_t bytes = 0;
   ibv_mr* mr = nullptr;
-  bool owned = true;              // false: adopted memory the caller frees
+  bool owned = true;              // false: adopted memory the caller frees, or device_memory
+  device::Buffer device_memory;   // a dma-buf region's device memory (freed after deregistration)
   std::vector<RegionKey> remote;  // per rank
 };
 
 class VerbsFabric final : public FabricBase {
  public:
-  VerbsFabric(MPI_Comm comm, double timeout_seconds, Variant variant)
-      : FabricBase(comm, timeout_seconds), variant_(variant), slots_(0) {}
+  VerbsFabric(MPI_Comm comm, double timeout_seconds, Variant variant, device::Device* memory_device)
+      : FabricBase(comm, timeout_seconds), variant_(variant), memory_device_(memory_device), slots_(0) {}
   ~VerbsFabric() override;
 
   // Local setup: libraries, device, port, PD, CQ, QPs in INIT with receives posted. Not collective.
   Status open();
   // Collective: exchanges addresses and brings every QP to RTS.
   Status connect();
+  std::string memory_registration() const override { return memory_plan_.staging(); }
 
  protected:
   Result<std::span<std::byte>> create_region(int id, std::size_t bytes, std::byte* memory) override;
@@ -104,9 +107,13 @@ class VerbsFabric final : public FabricBase {
   // `memory` null: allocate `bytes` zero-filled; otherwise register the caller's memory.
   Result<Memory> register_memory(std::size_t bytes, int access, std::byte* memory = nullptr);
   Result<std::span<std::byte>> register_region(int id, std::size_t bytes, std::byte* memory);
+  // Zero-filled memory of memory_device_, registered through dma-buf (memory_plan_ is kDmaBuf).
+  Result<Memory> register_device_memory(std::size_t bytes, int access);
   Status teardown();
 
   Variant variant_;
+  device::Device* memory_device_;  // FabricConfig::memory_device
+  VerbsMemoryPlan memory_plan_;    // how regions are placed and registered (verbs_dmabuf.hpp)
   const VerbsApi* ibv_ = nullptr;  // libibverbs, loaded by open()
 #if EPS_HAVE_EFADV
   const EfaApi* efadv_ = nullptr;  // libefa, loaded by open() for verbs:efa only
@@ -281,6 +288,18 @@ Result<Memory> VerbsFabric::register_memory(std::size_t bytes, int access, std::
   return m;
 }
 
+Result<Memory> VerbsFabric::register_device_memory(std::size_t bytes, int access) {
+  Memory m;
+  m.bytes = bytes;
+  m.owned = false;
+  const std::size_t registered = std::max<std::size_t>(bytes, 1);
+  EPS_ASSIGN_OR_RETURN(m.device_memory, memory_device_->allocate(registered, device::MemoryKind::kDevice));
+  EPS_RETURN_IF_ERROR(memory_device_->fill(m.device_memory.data(), 0, registered));
+  m.base = m.device_memory.data();
+  EPS_ASSIGN_OR_RETURN(m.mr, register_dma_buf(*ibv_, pd_, *memory_device_, m.base, registered, access));
+  return m;
+}
+
 Status VerbsFabric::open_queues() {
   EPS_VERBS_ASSIGN_OR_RETURN(pd_, ibv_->alloc_pd(context_));
   EPS_ASSIGN_OR_RETURN(scratch_, register_memory(kScratchBytes, IBV_ACCESS_LOCAL_WRITE));
@@ -367,6 +386,7 @@ Status VerbsFabric::create_srd_qp() {
 
 Status VerbsFabric::open() {
   EPS_RETURN_IF_ERROR(load_libraries());
+  memory_plan_ = plan_verbs_memory(memory_device_, *ibv_);
   EPS_RETURN_IF_ERROR(choose_port());
   EPS_RETURN_IF_ERROR(open_queues());
   EPS_RETURN_IF_ERROR(variant_ == Variant::kRc ? create_rc_qps() : create_srd_qp());
@@ -451,9 +471,11 @@ Result<std::span<std::byte>> VerbsFabric::register_region(int id, std::size_t by
   if (static_cast<std::size_t>(id) != regions_.size()) {
     return Status(StatusCode::kEnvironment, fmt::format("region {} created out of order", id));
   }
-  EPS_ASSIGN_OR_RETURN(Memory registered,
-                       register_memory(bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, memory));
-  regions_.push_back(registered);
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  const bool on_device = memory == nullptr && memory_plan_.kind == VerbsRegistration::kDmaBuf;
+  EPS_ASSIGN_OR_RETURN(Memory registered, on_device ? register_device_memory(bytes, access)
+                                                    : register_memory(bytes, access, memory));
+  regions_.push_back(std::move(registered));
   Memory& region = regions_.back();
   const RegionKeyBytes mine =
       serialize(RegionKey{reinterpret_cast<std::uintptr_t>(region.base), region.mr->rkey});
@@ -573,7 +595,8 @@ std::string VerbsFabric::backend_describe() const {
   return fmt::format("{} on {}:{} ({}, GID index {}, MTU {}), libibverbs {}, {}", backend_name(),
                      device_name_, port_.port, link_layer_name(port_.link_layer), port_.gid_index,
                      mtu_bytes(port_.mtu), build_info().libibverbs_version,
-                     backend_ordered() ? "ordered" : "unordered");
+                     backend_ordered() ? "ordered" : "unordered") +
+         (memory_device_ != nullptr ? fmt::format(", memory {}", memory_plan_.staging()) : "");
 }
 
 // Every rank learns whether every rank's setup step succeeded, so that none waits for a peer that gave up.
@@ -605,7 +628,7 @@ Result<std::unique_ptr<Fabric>> make_verbs_fabric(const FabricConfig& config, Va
                   "verbs:efa: built without efadv (infiniband/efadv.h and libefa not found)");
   }
   EPS_ASSIGN_OR_RETURN(MPI_Comm comm, mpi::comm_dup(config.comm, Deadline(config.timeout_seconds)));
-  auto fabric = std::make_unique<VerbsFabric>(comm, config.timeout_seconds, variant);
+  auto fabric = std::make_unique<VerbsFabric>(comm, config.timeout_seconds, variant, config.memory_device);
   EPS_RETURN_IF_ERROR(prefixed(agree(fabric->open(), comm, config.timeout_seconds), variant));
   EPS_RETURN_IF_ERROR(prefixed(agree(fabric->connect(), comm, config.timeout_seconds), variant));
   EPS_RETURN_IF_ERROR(prefixed(fabric->start(), variant));

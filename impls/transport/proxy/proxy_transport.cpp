@@ -180,17 +180,20 @@ Result<std::unique_ptr<Transport>> make_proxy_transport(const TransportConfig& c
   if (selection.proxy_threads < 1 || selection.proxy_threads > channel::kMaxProxyThreads) {
     return out_of_range("--proxy-threads", 1, channel::kMaxProxyThreads, selection.proxy_threads);
   }
-  // Known defect: across nodes (seen on the virtual cluster over libfabric:tcp and over the auto composite
-  // shm + tcp, with one proxy thread too) the first operation of a new proxy transport sometimes never sees a
-  // peer's puts (tcp;ofi_rxm: "Transport endpoint is not connected"). Until it is understood the proxy
-  // transport is unavailable when its ranks span nodes, rather than flaky. Every rank sees the same layout.
+  // Known defect: across nodes (the virtual cluster, over libfabric:tcp and the auto composite) an operation
+  // of a proxy transport sometimes never completes. One cause is found and fixed (the libfabric fabric closed
+  // its endpoint while peers still needed its last barrier message or acknowledgements: its close is
+  // collective now, libfabric_fabric.cpp); a rarer stall remains (an operation near the start or the end of a
+  // transport waiting for one peer's signal, also under chaos with sender-barrier). Until it is understood
+  // the proxy transport is unavailable when its ranks span nodes, rather than flaky. Every rank sees the same
+  // layout.
   EPS_ASSIGN_OR_RETURN(const mpi::NodeLayout nodes,
                        mpi::node_layout(config.comm, Deadline(config.timeout_seconds)));
   if (nodes.nodes() > 1) {
     return Status(
         StatusCode::kUnavailable,
-        fmt::format("proxy across {} nodes is not supported yet: a known defect loses a new transport's "
-                    "first puts between nodes (docs/channel.md)",
+        fmt::format("proxy across {} nodes is not supported yet: a known defect sometimes stalls an "
+                    "operation between nodes (docs/channel.md)",
                     nodes.nodes()));
   }
   EPS_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Fabric> fab,

@@ -7,6 +7,7 @@
 // loader and the Device over a plugin are exercised on every machine; and with EPS_DEVICE_PLUGIN_DIR at a
 // stale plugin and at an empty directory, where the loader must refuse with its reason.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -113,6 +114,24 @@ TEST_P(GpuDevice, NamesTheBytesOfAFailedAllocation) {
   // The device stays usable.
   Buffer small = value_or_throw(device_->allocate(64, MemoryKind::kDevice));
   EXPECT_TRUE(device_->fill(small.data(), 0, 64).ok());
+}
+
+// docs/devices.md "Device memory at the NIC": GPU memory is registered with its FI_HMEM interface, and the
+// export for verbs either gives a dma-buf or says why not, naming the device and the bytes.
+TEST_P(GpuDevice, ExportsDeviceMemoryAsDmaBufOrSaysWhyNot) {
+  EXPECT_EQ(device_->hmem_interface(), GetParam() == "cuda" ? HmemInterface::kCuda : HmemInterface::kRocr);
+  Buffer memory = value_or_throw(device_->allocate(4096, MemoryKind::kDevice));
+  const Result<DmaBuf> exported = device_->export_dma_buf(memory.data(), memory.bytes());
+  if (exported.ok()) {
+    EXPECT_GE(exported->fd, 0);
+    EXPECT_EQ(exported->bytes, 4096u);
+    close(exported->fd);
+  } else {
+    EXPECT_EQ(exported.status().code(), StatusCode::kUnavailable);
+    EXPECT_EQ(exported.status().message().rfind(GetParam() + ":0: export 4096 bytes as a dma-buf: ", 0), 0u)
+        << exported.status().message();
+  }
+  EXPECT_EQ(device_->export_dma_buf(memory.data(), 0).status().code(), StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backend, GpuDevice, ::testing::Values("cuda", "hip"),

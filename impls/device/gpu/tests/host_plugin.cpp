@@ -109,6 +109,12 @@ int launch(void*, int kernel, const void* args, std::size_t args_bytes) {
 
 const char* last_error() { return last_error_text.c_str(); }
 
+int export_dma_buf(void*, const void*, std::size_t, int* fd, std::uint64_t* offset) {
+  *fd = -1;
+  *offset = 0;
+  return fail("host plugin: host memory has no dma-buf to export");
+}
+
 const eps_device_plugin_v1 kPlugin = {
     EPS_DEVICE_PLUGIN_ABI_VERSION,
     "cuda",
@@ -124,6 +130,7 @@ const eps_device_plugin_v1 kPlugin = {
     &synchronize,
     &launch,
     &last_error,
+    &export_dma_buf,
 };
 
 }  // namespace
