@@ -62,6 +62,23 @@ Result<Balancedness> balancedness(const Placement& placement, const LoadRows& lo
   return balancedness_of(rank_load);
 }
 
+namespace {
+
+// Per expert of `layer`: the ranks that hold a replica of it, ascending and once each. One pass over the
+// slots, so that moved_experts is O(P log R) per layer rather than O(P x replicas) (fuzz_ref_eplb: 90000
+// slots of 4 experts took minutes).
+std::vector<std::vector<int>> ranks_holding(const Placement& placement, int layer) {
+  std::vector<std::vector<int>> ranks(static_cast<std::size_t>(placement.num_experts));
+  for (int slot = 0; slot < placement.num_slots; ++slot) {
+    std::vector<int>& of_expert = ranks[static_cast<std::size_t>(placement.slot_expert(layer, slot))];
+    const int rank = placement.rank_of_slot(slot);
+    if (of_expert.empty() || of_expert.back() != rank) of_expert.push_back(rank);  // slots ascend by rank
+  }
+  return ranks;
+}
+
+}  // namespace
+
 Result<MoveCounts> moved_experts(const Placement& from, const Placement& to, int ranks_per_node) {
   if (from.num_layers != to.num_layers || from.num_slots != to.num_slots ||
       from.num_experts != to.num_experts || from.num_ranks != to.num_ranks) {
@@ -77,16 +94,16 @@ Result<MoveCounts> moved_experts(const Placement& from, const Placement& to, int
   }
   MoveCounts counts;
   for (int l = 0; l < to.num_layers; ++l) {
+    const std::vector<std::vector<int>> holders = ranks_holding(from, l);
     for (int slot = 0; slot < to.num_slots; ++slot) {
       const int e = to.slot_expert(l, slot);
       if (from.slot_expert(l, slot) == e) continue;
       const int rank = to.rank_of_slot(slot);
-      bool same_rank = false, same_node = false;
-      for (int j = 0; j < from.replica_count(l, e); ++j) {
-        const int source = from.rank_of_slot(from.replica_slot(l, e, j));
-        same_rank = same_rank || source == rank;
-        same_node = same_node || source / ranks_per_node == rank / ranks_per_node;
-      }
+      const std::vector<int>& ranks = holders[static_cast<std::size_t>(e)];
+      const int node_begin = rank / ranks_per_node * ranks_per_node;
+      const auto first_on_node = std::lower_bound(ranks.begin(), ranks.end(), node_begin);
+      const bool same_rank = std::binary_search(ranks.begin(), ranks.end(), rank);
+      const bool same_node = first_on_node != ranks.end() && *first_on_node < node_begin + ranks_per_node;
       ++(same_rank ? counts.same_rank : same_node ? counts.same_node : counts.cross_node);
     }
   }

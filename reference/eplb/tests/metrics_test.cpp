@@ -63,6 +63,22 @@ TEST(EplbMetrics, MovedExpertsHandCase) {
   EXPECT_FALSE(moved_experts(from, from_rows({{0, 1, 2, 3, 4, 5}}, 6, 3), 1).ok());
 }
 
+// fuzz/regressions/fuzz_ref_eplb: P = 90000 slots of E = 4 experts on R = 2 ranks (22500 replicas each) once
+// took minutes (every changed slot scanned every replica of its expert). from = [0, 1, 2, 3, 0, 1, ...],
+// to shifts each slot to the next expert: all 90000 slots change, and every expert has replicas on both
+// ranks, so every move is on the same rank.
+TEST(EplbMetrics, MovedExpertsOfManyReplicasIsLinear) {
+  constexpr int kSlots = 90000;
+  Rows from(1), to(1);
+  for (int slot = 0; slot < kSlots; ++slot) {
+    from[0].push_back(slot % 4);
+    to[0].push_back((slot + 1) % 4);
+  }
+  const MoveCounts moved = moved_experts(from_rows(from, 4, 2), from_rows(to, 4, 2), 1).value();
+  EXPECT_EQ(moved.same_rank, kSlots);
+  EXPECT_EQ(moved.total(), kSlots);
+}
+
 // Planned loads [8, 2, 6] -> beta 0.8 (above); next window [2, 2, 12]: r0 = 1 + 2 = 3, r1 = 1 + 12 = 13,
 // mean 8, beta 8/13.
 TEST(EplbMetrics, PredictedVersusRealized) {
