@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -102,8 +103,14 @@ class ChaosFabric final : public Fabric {
   std::string name() const override { return fmt::format("chaos({})", inner_->name()); }
   std::string memory_registration() const override { return inner_->memory_registration(); }
   std::string describe() const override {
+    std::uint64_t schedule = 0, decisions = 0;
+    {
+      const std::lock_guard<std::mutex> lock(schedule_mutex_);
+      schedule = schedule_;
+      decisions = decisions_;
+    }
     return fmt::format("chaos({}) --chaos {} schedule {:#018x} after {} decisions; over {}", inner_->name(),
-                       options_.to_string(), schedule_, decisions_, inner_->describe());
+                       options_.to_string(), schedule, decisions, inner_->describe());
   }
   bool ordered() const override { return false; }
   int rank() const override { return inner_->rank(); }
@@ -146,6 +153,9 @@ class ChaosFabric final : public Fabric {
 
   std::unique_ptr<Fabric> inner_;
   ChaosOptions options_;
+  // decide() runs on the thread that drives the fabric (a proxy thread), describe() on any thread
+  // (ci/sanitize --tsan found the unguarded read); a leaf lock, never held while calling out.
+  mutable std::mutex schedule_mutex_;
   std::uint64_t decisions_ = 0;
   std::uint64_t schedule_ = 0xcbf2'9ce4'8422'2325ull;  // FNV-1a offset basis
   std::uint64_t next_id_ = 0;
@@ -160,6 +170,7 @@ class ChaosFabric final : public Fabric {
 
 // Draw number `decisions_` of (seed, rank): one Philox block per decision, folded into the schedule id.
 std::uint32_t ChaosFabric::decide(Decision what, std::uint32_t bound) {
+  const std::lock_guard<std::mutex> lock(schedule_mutex_);
   const data::PhiloxKey key{
       {static_cast<std::uint32_t>(options_.seed), static_cast<std::uint32_t>(options_.seed >> 32)}};
   const data::PhiloxCounter counter{{static_cast<std::uint32_t>(decisions_),
