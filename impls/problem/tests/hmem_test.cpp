@@ -10,6 +10,7 @@
 
 #include "impls/device/cpu/cpu_device.hpp"
 #include "impls/fabric/fabric_registry.hpp"
+#include "impls/problem/tests/round_trip.hpp"
 #include "impls/problem/transport_problem.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/testing/mpi_gtest.hpp"
@@ -103,30 +104,8 @@ TEST_P(HmemTransport, EveryOutputMatchesTheReference) {
   transport::Transport& t = **made;
   EXPECT_NE(t.describe().find("memory fi-hmem:system"), std::string::npos) << t.describe();
   EXPECT_EQ(t.staging(), "fi-hmem:system");  // what results carry in the case identity
-  const int rank = mpi::rank();
-
-  Result<Problem> problem = Problem::make(shape, "masked:0.6", rank, 41, 0, 42);
-  EPS_ASSERT_OK(problem.status());
-  DispatchBuffers buffers(c.layout, shape);
-  Result<std::unique_ptr<transport::DispatchHandle>> handle =
-      t.dispatch(c.layout, problem->input(), buffers.view());
-  EPS_ASSERT_OK(handle.status());
-  const std::int64_t rows = (*handle)->num_recv_rows();
-  EXPECT_TRUE(check_layout(*problem, rank, (*handle)->layout()).ok());
-  const dispatch::CompareReport dispatched = check_dispatch(*problem, rank, buffers, rows, true);
-  EXPECT_TRUE(dispatched.ok()) << dispatched.to_string();
-
-  const std::vector<bf16> y = expert_outputs(shape, rank, buffers, rows);
-  const int tokens = problem->plan().num_tokens(rank);
-  std::vector<bf16> out(static_cast<std::size_t>(tokens) * shape.hidden, bf16::from_bits(0x7fc1));
-  std::vector<float> weights(static_cast<std::size_t>(tokens) * shape.top_k, std::nanf("1"));
-  const bool ht = c.tree != transport::CombineTree::kLlWeighted;
-  transport::CombineInput in{c.tree, y, ht ? problem->bias0() : std::span<const bf16>{},
-                             ht ? problem->bias1() : std::span<const bf16>{}};
-  EPS_ASSERT_OK(t.combine(**handle, in, {out, weights}));
-  Result<dispatch::CompareReport> combined = check_combine(*problem, rank, c.tree, ht, out, weights);
-  EPS_ASSERT_OK(combined.status());
-  EXPECT_TRUE(combined->ok()) << combined->to_string();
+  const RoundTrip trip = expect_round_trip(t, shape, c.layout, c.tree);
+  EXPECT_NE(trip.handle, nullptr);
 }
 
 constexpr Case kCases[] = {

@@ -8,6 +8,7 @@
 
 #include "impls/device/cpu/cpu_device.hpp"
 #include "impls/problem/device_mirror.hpp"
+#include "impls/problem/tests/round_trip.hpp"
 #include "impls/problem/transport_problem.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/testing/mpi_gtest.hpp"
@@ -41,36 +42,15 @@ TEST_P(Staging, EveryOutputMatchesTheReference) {
   EPS_ASSERT_OK(made.status());
   ASSERT_EQ((*made)->staging(), "host");
   std::unique_ptr<transport::Transport> t = mirror_through_device(std::move(made).value(), *staged);
+  const RoundTrip trip = expect_round_trip(*t, shape, c.layout, c.tree);
+  ASSERT_NE(trip.handle, nullptr);
   const int rank = mpi::rank();
-
-  Result<Problem> problem = Problem::make(shape, "masked:0.6", rank, 41, 0, 42);
-  EPS_ASSERT_OK(problem.status());
-  DispatchBuffers buffers(c.layout, shape);
-  Result<std::unique_ptr<transport::DispatchHandle>> handle =
-      t->dispatch(c.layout, problem->input(), buffers.view());
-  EPS_ASSERT_OK(handle.status());
-  const std::int64_t rows = (*handle)->num_recv_rows();
-  EXPECT_TRUE(check_layout(*problem, rank, (*handle)->layout()).ok());
-  const dispatch::CompareReport dispatched = check_dispatch(*problem, rank, buffers, rows, true);
-  EXPECT_TRUE(dispatched.ok()) << dispatched.to_string();
-
-  const std::vector<bf16> y = expert_outputs(shape, rank, buffers, rows);
-  const int tokens = problem->plan().num_tokens(rank);
-  std::vector<bf16> out(static_cast<std::size_t>(tokens) * shape.hidden, bf16::from_bits(0x7fc1));
-  std::vector<float> weights(static_cast<std::size_t>(tokens) * shape.top_k, std::nanf("1"));
-  const bool ht = c.tree != CombineTree::kLlWeighted;
-  transport::CombineInput in{c.tree, y, ht ? problem->bias0() : std::span<const bf16>{},
-                             ht ? problem->bias1() : std::span<const bf16>{}};
-  EPS_ASSERT_OK(t->combine(**handle, in, {out, weights}));
-  Result<dispatch::CompareReport> combined = check_combine(*problem, rank, c.tree, ht, out, weights);
-  EPS_ASSERT_OK(combined.status());
-  EXPECT_TRUE(combined->ok()) << combined->to_string();
 
   Result<Problem> renewed = Problem::make(shape, "masked:0.6", rank, 41, 0, 777);
   EPS_ASSERT_OK(renewed.status());
   DispatchBuffers cached(c.layout, shape);
-  EPS_ASSERT_OK(t->dispatch_cached(**handle, renewed->input(), cached.view()));
-  const dispatch::CompareReport again = check_dispatch(*renewed, rank, cached, rows, true);
+  EPS_ASSERT_OK(t->dispatch_cached(*trip.handle, renewed->input(), cached.view()));
+  const dispatch::CompareReport again = check_dispatch(*renewed, rank, cached, trip.rows, true);
   EXPECT_TRUE(again.ok()) << again.to_string();
 }
 
