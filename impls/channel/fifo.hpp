@@ -2,7 +2,8 @@
 // producers (GPU warps, or host threads standing in for them on the `cpu` device) and one CPU proxy thread.
 //
 // Protocol:
-// - A producer claims index i with an atomic fetch-add of `head`, waits until i - tail < capacity (reading
+// - A producer claims index i with an atomic fetch-add of `head` (FifoView says where it lives), waits until
+// i - tail < capacity (reading
 //   `tail` with acquire, caching it between claims), writes words 1-3 of slot i % capacity and publishes the
 //   command with a release store of word 0, which is never all-zero (a command's type is never 0).
 // - The proxy acquire-loads word 0 of the slot at `tail`: zero means empty. After copying the command it
@@ -36,16 +37,22 @@ namespace eps::channel {
 
 // The shared part of a FIFO: counters on their own cache lines.
 struct FifoHeader {
-  alignas(64) std::uint64_t head = 0;  // next index a producer claims
+  alignas(64) std::uint64_t head = 0;  // next index a producer claims (when producers claim here, FifoView)
   alignas(64) std::uint64_t tail = 0;  // next index the proxy pops; written by the proxy only
   alignas(64) std::uint32_t closed = 0;
 };
 
-// A FIFO as both sides see it: the header and `capacity` slots (a power of two).
+// A FIFO as both sides see it: the header, `capacity` slots (a power of two) and the claim counter `head`.
+// Host producers claim in the header (&header->head). A GPU's producers claim in a word of the GPU's own
+// memory: a GPU behind PCIe may not apply system-scope atomics to pinned host memory (compute-sanitizer
+// reports them as invalid on an H100; the device attribute hostNativeAtomicSupported is 0 there), and
+// only producers ever touch the counter, so it lives where their atomics are native. Slots, tail and
+// `closed` stay in host memory: producers only load and store them.
 struct FifoView {
   FifoHeader* header = nullptr;
   Command* slots = nullptr;
   std::uint32_t capacity = 0;
+  std::uint64_t* head = nullptr;
 };
 
 namespace fifo_atomics {
@@ -146,7 +153,7 @@ EPS_HD inline PushOutcome fifo_push(FifoProducer& producer, const Command& comma
                                     KeepWaiting&& keep_waiting) {
   using namespace fifo_atomics;
   const FifoView& f = producer.fifo;
-  const std::uint64_t index = fetch_add(&f.header->head, std::uint64_t{1});
+  const std::uint64_t index = fetch_add(f.head, std::uint64_t{1});
   while (index - producer.cached_tail >= f.capacity) {
     producer.cached_tail = load_acquire(&f.header->tail);
     if (index - producer.cached_tail < f.capacity) break;

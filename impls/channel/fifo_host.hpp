@@ -3,7 +3,8 @@
 // A CommandFifo owns one FIFO: the header and a power-of-two number of slots in memory both sides can reach.
 // Without a device that is ordinary host memory; with a device it is that device's pinned host memory
 // (Device::allocate kHost: cudaMallocHost / hipHostMalloc), which its kernels reach over PCIe, as the
-// command channel of docs/channel.md 7 needs.
+// command channel of docs/channel.md 7 needs, except the producers' claim counter, which is one word of the
+// device's own memory when the host cannot address that memory (fifo.hpp FifoView).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,9 @@ class CommandFifo {
   CommandFifo& operator=(const CommandFifo&) = delete;
 
   FifoView view() const { return view_; }
+  // Commands claimed so far (the head). A counter in a GPU's memory is read with a device copy, which waits
+  // for the work queued on the device: call it when the producers' kernels are done (diagnostics).
+  Result<std::uint64_t> claimed() const;
   // Ends every producer's wait (kClosed): the proxy that drains this FIFO is gone.
   void close();
   // "FIFO head H, tail T, capacity C" for diagnostics.
@@ -44,6 +48,8 @@ class CommandFifo {
   };
   device::Buffer buffer_;                             // with a device
   std::unique_ptr<std::byte[], AlignedDelete> host_;  // without one
+  device::Buffer device_head_;                        // the claim counter of a device the host cannot address
+  device::Device* device_ = nullptr;
   FifoView view_;
 };
 

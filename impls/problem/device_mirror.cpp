@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 
@@ -14,32 +16,41 @@ using transport::DispatchHandle;
 using transport::DispatchInput;
 using transport::DispatchOutput;
 
-// One device copy of a host span; `download` brings it back into the same span.
+// A device allocation kept between calls: grown when a call needs more, never shrunk, so that a mirror
+// allocates once per shape rather than once per call (a GPU allocation synchronizes the device and costs
+// milliseconds, which bench would otherwise time as part of every call).
+Status reserve(device::Device& device, device::Buffer& slot, std::size_t bytes) {
+  if (slot.data() != nullptr && slot.bytes() >= bytes) return Status();
+  slot.reset();
+  EPS_ASSIGN_OR_RETURN(slot, device.allocate(bytes, device::MemoryKind::kDevice));
+  return Status();
+}
+
+// One device copy of a host span in `slot`; `download` brings it back into the same span.
 template <typename T>
 class Mirrored {
  public:
-  static Result<Mirrored> of(device::Device& device, std::span<T> host) {
+  static Result<Mirrored> of(device::Device& device, device::Buffer& slot, std::span<T> host) {
     Mirrored m;
     m.host_ = host;
     if (host.empty()) return m;
-    EPS_ASSIGN_OR_RETURN(m.buffer_, device.allocate(host.size_bytes(), device::MemoryKind::kDevice));
-    EPS_RETURN_IF_ERROR(device.copy(m.buffer_.data(), host.data(), host.size_bytes()));
+    EPS_RETURN_IF_ERROR(reserve(device, slot, host.size_bytes()));
+    m.device_ = slot.as<std::remove_const_t<T>>();
+    EPS_RETURN_IF_ERROR(device.copy(m.device_, host.data(), host.size_bytes()));
     return m;
   }
-  std::span<std::remove_const_t<T>> device_span() const {
-    return {buffer_.as<std::remove_const_t<T>>(), host_.size()};
-  }
+  std::span<std::remove_const_t<T>> device_span() const { return {device_, host_.size()}; }
   Status download(device::Device& device) const {
     if constexpr (std::is_const_v<T>) {
       return Status();
     } else {
-      return host_.empty() ? Status() : device.copy(host_.data(), buffer_.data(), host_.size_bytes());
+      return host_.empty() ? Status() : device.copy(host_.data(), device_, host_.size_bytes());
     }
   }
 
  private:
   std::span<T> host_;
-  device::Buffer buffer_;
+  std::remove_const_t<T>* device_ = nullptr;
 };
 
 class DeviceMirror final : public transport::Transport {
@@ -76,11 +87,12 @@ class DeviceMirror final : public transport::Transport {
   }
 
   Status combine(const DispatchHandle& handle, const CombineInput& in, const CombineOutput& out) override {
-    EPS_ASSIGN_OR_RETURN(auto x, Mirrored<const bf16>::of(device_, in.x));
-    EPS_ASSIGN_OR_RETURN(auto bias0, Mirrored<const bf16>::of(device_, in.bias0));
-    EPS_ASSIGN_OR_RETURN(auto bias1, Mirrored<const bf16>::of(device_, in.bias1));
-    EPS_ASSIGN_OR_RETURN(auto combined, Mirrored<bf16>::of(device_, out.out));
-    EPS_ASSIGN_OR_RETURN(auto weights, Mirrored<float>::of(device_, out.combined_weights));
+    Slots& s = combine_slots_;
+    EPS_ASSIGN_OR_RETURN(auto x, Mirrored<const bf16>::of(device_, s[0], in.x));
+    EPS_ASSIGN_OR_RETURN(auto bias0, Mirrored<const bf16>::of(device_, s[1], in.bias0));
+    EPS_ASSIGN_OR_RETURN(auto bias1, Mirrored<const bf16>::of(device_, s[2], in.bias1));
+    EPS_ASSIGN_OR_RETURN(auto combined, Mirrored<bf16>::of(device_, s[3], out.out));
+    EPS_ASSIGN_OR_RETURN(auto weights, Mirrored<float>::of(device_, s[4], out.combined_weights));
     EPS_RETURN_IF_ERROR(inner_->combine(handle,
                                         {in.tree, x.device_span(), bias0.device_span(), bias1.device_span()},
                                         {combined.device_span(), weights.device_span()}));
@@ -89,6 +101,9 @@ class DeviceMirror final : public transport::Transport {
   }
 
  private:
+  // The device buffers of one call's spans, in the order the call mirrors them.
+  using Slots = std::array<device::Buffer, 9>;
+
   struct Inputs {
     Mirrored<const std::byte> x;
     Mirrored<const float> scales;
@@ -131,31 +146,34 @@ class DeviceMirror final : public transport::Transport {
   };
 
   Result<Inputs> upload(const DispatchInput& in) {
+    Slots& s = input_slots_;
     Inputs m;
-    EPS_ASSIGN_OR_RETURN(m.x, Mirrored<const std::byte>::of(device_, in.x));
-    EPS_ASSIGN_OR_RETURN(m.scales, Mirrored<const float>::of(device_, in.x_scales));
-    EPS_ASSIGN_OR_RETURN(m.idx, Mirrored<const int>::of(device_, in.topk_idx));
-    EPS_ASSIGN_OR_RETURN(m.weights, Mirrored<const float>::of(device_, in.topk_weights));
+    EPS_ASSIGN_OR_RETURN(m.x, Mirrored<const std::byte>::of(device_, s[0], in.x));
+    EPS_ASSIGN_OR_RETURN(m.scales, Mirrored<const float>::of(device_, s[1], in.x_scales));
+    EPS_ASSIGN_OR_RETURN(m.idx, Mirrored<const int>::of(device_, s[2], in.topk_idx));
+    EPS_ASSIGN_OR_RETURN(m.weights, Mirrored<const float>::of(device_, s[3], in.topk_weights));
     return m;
   }
 
   Result<Outputs> upload(const DispatchOutput& out) {
+    Slots& s = output_slots_;
     Outputs m;
-    EPS_ASSIGN_OR_RETURN(m.recv_x, Mirrored<std::byte>::of(device_, out.recv_x));
-    EPS_ASSIGN_OR_RETURN(m.recv_x_scales, Mirrored<float>::of(device_, out.recv_x_scales));
-    EPS_ASSIGN_OR_RETURN(m.recv_topk_idx, Mirrored<int>::of(device_, out.recv_topk_idx));
-    EPS_ASSIGN_OR_RETURN(m.recv_topk_weights, Mirrored<float>::of(device_, out.recv_topk_weights));
-    EPS_ASSIGN_OR_RETURN(m.recv_weights, Mirrored<float>::of(device_, out.recv_weights));
+    EPS_ASSIGN_OR_RETURN(m.recv_x, Mirrored<std::byte>::of(device_, s[0], out.recv_x));
+    EPS_ASSIGN_OR_RETURN(m.recv_x_scales, Mirrored<float>::of(device_, s[1], out.recv_x_scales));
+    EPS_ASSIGN_OR_RETURN(m.recv_topk_idx, Mirrored<int>::of(device_, s[2], out.recv_topk_idx));
+    EPS_ASSIGN_OR_RETURN(m.recv_topk_weights, Mirrored<float>::of(device_, s[3], out.recv_topk_weights));
+    EPS_ASSIGN_OR_RETURN(m.recv_weights, Mirrored<float>::of(device_, s[4], out.recv_weights));
     EPS_ASSIGN_OR_RETURN(m.num_recv_tokens_per_expert,
-                         Mirrored<int>::of(device_, out.num_recv_tokens_per_expert));
-    EPS_ASSIGN_OR_RETURN(m.packed_recv_count, Mirrored<int>::of(device_, out.packed_recv_count));
-    EPS_ASSIGN_OR_RETURN(m.src_info, Mirrored<int>::of(device_, out.src_info));
-    EPS_ASSIGN_OR_RETURN(m.layout_range, Mirrored<transport::LlRange>::of(device_, out.layout_range));
+                         Mirrored<int>::of(device_, s[5], out.num_recv_tokens_per_expert));
+    EPS_ASSIGN_OR_RETURN(m.packed_recv_count, Mirrored<int>::of(device_, s[6], out.packed_recv_count));
+    EPS_ASSIGN_OR_RETURN(m.src_info, Mirrored<int>::of(device_, s[7], out.src_info));
+    EPS_ASSIGN_OR_RETURN(m.layout_range, Mirrored<transport::LlRange>::of(device_, s[8], out.layout_range));
     return m;
   }
 
   std::unique_ptr<transport::Transport> inner_;
   device::Device& device_;
+  Slots input_slots_, output_slots_, combine_slots_;
 };
 
 }  // namespace
