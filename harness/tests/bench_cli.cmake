@@ -3,6 +3,7 @@
 # CASE smoke: the documented command with -c writes a table and a schema-valid results document whose cases
 #   all passed. CASE fabric-*: `bench fabric` over one fabric with -c: a row per size with 0
 #   wrong bytes and a schema-valid document with three passed cases (put-bw, put-latency, copy) per size.
+#   CASE shared-gpu: two ranks on one (host test plugin) GPU: the header warns that they share it; 64 tokens, 0 wrong.
 #   CASE direct-dispatch: `bench dispatch --transport direct --fabric shm -c` passes. CASE eplb: `bench eplb -c`
 #   on the smoke preset with the drift workload (deepseek and static, 8 steps in windows of 2) has 0 wrong
 #   values, and every case (one per load window) names its policy and carries balancedness {predicted,
@@ -35,6 +36,11 @@ elseif(CASE STREQUAL "eplb")
   set(np 4)
   set(args eplb --transport mpi --preset smoke --workload drift --policy deepseek,static --steps 8 --lb-interval 2
            -c --json ${json})
+elseif(CASE STREQUAL "shared-gpu")
+  # Run with EPS_DEVICE_PLUGIN_DIR at the host test plugin (a `cuda` backend on host memory, one "GPU" at one
+  # PCI address): both ranks get that GPU, and the header must say that they share it.
+  set(args dispatch --transport direct --fabric shm --device cuda --preset smoke --tokens 64 -n 2 -w 1 -c
+           --json ${json})
 elseif(CASE STREQUAL "eplb-greedy-slots")
   set(args eplb --transport mpi --preset smoke --workload drift --policy greedy --slots 26 --json ${json})
   set(expect "--policy: greedy places no replicas: it needs --slots 24 (= E)")
@@ -87,7 +93,7 @@ execute_process(COMMAND ${MPIEXEC} -np ${np} --map-by :OVERSUBSCRIBE ${EPSUITE} 
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 240)
 message("stdout:\n${out}\nstderr:\n${err}")
 
-if(NOT CASE MATCHES "^(smoke|fabric-.*|direct-dispatch|eplb)$")
+if(NOT CASE MATCHES "^(smoke|fabric-.*|direct-dispatch|eplb|shared-gpu)$")
   if(NOT rc STREQUAL "2")
     message(FATAL_ERROR "expected exit code 2, got '${rc}'")
   endif()
@@ -115,6 +121,20 @@ if(NOT valid EQUAL 0)
   message(FATAL_ERROR "${json} does not validate against ${SCHEMA}")
 endif()
 file(READ ${json} doc)
+
+if(CASE STREQUAL "shared-gpu")
+  foreach(line "buffers mirrored from the host around each call"
+               "#  warning          2 ranks share one GPU: it time-slices between their processes")
+    string(FIND "${out}" "${line}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "header line '${line}' missing")
+    endif()
+  endforeach()
+  if(NOT out MATCHES "\n +64 +[0-9]+( +[0-9.]+)+ +[01] +0\n")
+    message(FATAL_ERROR "no row of 64 tokens with 0 wrong")
+  endif()
+  return()
+endif()
 
 if(CASE MATCHES "^fabric-")
   if(CASE STREQUAL "fabric-chaos-shm")

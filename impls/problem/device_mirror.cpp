@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
@@ -191,6 +195,19 @@ Result<int> node_local_rank(MPI_Comm comm, double timeout_seconds) {
   for (int r = 0; r < rank; ++r)
     local += layout.node_of[static_cast<std::size_t>(r)] == layout.node_of[static_cast<std::size_t>(rank)];
   return local;
+}
+
+Result<int> ranks_per_gpu(const device::Device& device, MPI_Comm comm, double timeout_seconds) {
+  const Deadline deadline(timeout_seconds);
+  EPS_ASSIGN_OR_RETURN(const std::vector<std::string> hosts, mpi::all_hosts(comm, deadline));
+  EPS_ASSIGN_OR_RETURN(const std::vector<std::string> gpus,
+                       mpi::allgather_string(device.properties().pci_bus_id, comm, deadline));
+  std::map<std::pair<std::string, std::string>, int> ranks_of_gpu;
+  int most = 1;
+  for (std::size_t r = 0; r < gpus.size(); ++r) {
+    if (!gpus[r].empty()) most = std::max(most, ++ranks_of_gpu[{hosts[r], gpus[r]}]);
+  }
+  return most;
 }
 
 }  // namespace eps::problem

@@ -21,4 +21,9 @@ std::unique_ptr<transport::Transport> mirror_through_device(std::unique_ptr<tran
 // The node-local rank of this process (for a GPU per rank, device_registry.hpp make_device). Collective.
 Result<int> node_local_rank(MPI_Comm comm, double timeout_seconds);
 
+// The largest number of ranks that run on one GPU (same host, same PCI address); 1 when every rank has its
+// own or runs on the `cpu` device. Ranks sharing a GPU time-slice it between their processes, which timings
+// must say. Collective.
+Result<int> ranks_per_gpu(const device::Device& device, MPI_Comm comm, double timeout_seconds);
+
 }  // namespace eps::problem

@@ -207,6 +207,13 @@ class TransportSeries final : public BenchSeries {
                        plan_.device->host_accessible() ? ""
                                                        : "; buffers mirrored from the host around each call "
                                                          "(timings include the copies)");
+    if (plan_.ranks_per_gpu > 1) {
+      out += fmt::format(
+          "#  {:<16} {} ranks share one GPU: it time-slices between their processes at every copy and "
+          "kernel, "
+          "which inflates these timings (one GPU per rank, or NVIDIA MPS, avoids it)\n",
+          "warning", plan_.ranks_per_gpu);
+    }
     out += fmt::format(
         "#  {:<16} {} dispatch, {} combine, {} payloads, H {}, T_max {}, workload {}, seed {}\n", "contract",
         transport::layout_name(plan_.layout), transport::tree_name(plan_.tree),
@@ -260,6 +267,8 @@ Result<std::shared_ptr<TransportPlan>> make_plan(const BenchContext& context) {
   EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, mpi::size(), nodes.ranks_per_node()));
   EPS_ASSIGN_OR_RETURN(int local_rank, problem::node_local_rank(MPI_COMM_WORLD, plan->timeout));
   EPS_ASSIGN_OR_RETURN(plan->device, device::make_device(p.string("device"), local_rank));
+  EPS_ASSIGN_OR_RETURN(plan->ranks_per_gpu,
+                       problem::ranks_per_gpu(*plan->device, MPI_COMM_WORLD, plan->timeout));
   EPS_RETURN_IF_ERROR(choose_contract(p, *plan));
   EPS_RETURN_IF_ERROR(check_workload(*plan));
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));

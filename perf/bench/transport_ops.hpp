@@ -51,6 +51,7 @@ struct TransportPlan {
   // are this device's memory when the host addresses it (`cpu`); for a GPU they are mirrored to the device
   // around each call (problem/device_mirror.hpp), so the timings include those copies (the header says so).
   std::shared_ptr<device::Device> device;
+  int ranks_per_gpu = 1;  // problem::ranks_per_gpu: > 1 means the GPU time-slices between ranks (header)
   // Whether every point measures the machine's ceiling next to the op (every rank on one node,
   // perf/bench/ceiling.hpp).
   bool ceiling = false;
