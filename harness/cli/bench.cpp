@@ -34,7 +34,7 @@ int BenchCommand::run(const std::vector<std::string>& argv) {
   const double timeout = start.timeout_seconds;
   const int code = mpi::agree_exit_code(start.status, Deadline(timeout));
   if (code != 0) return mpi::finalize(code, Deadline(timeout));
-  Result<Platform> platform = discover_platform(Deadline(timeout));
+  Result<Platform> platform = discover_platform(Deadline(timeout), params_->string("device"));
   if (!platform.ok()) mpi::fatal(platform.status());
   platform->tags = start.tags;
   const bench::BenchRequest request{op_, argv, platform_to_json(*platform)};

@@ -291,7 +291,7 @@ class RunJob {
   }
 
   void step_platform() {
-    Result<Platform> platform = discover_platform(Deadline(timeout_));
+    Result<Platform> platform = discover_platform(Deadline(timeout_), params_.string("device"));
     if (!platform.ok()) mpi::fatal(platform.status());
     platform->tags = tags_;
     Status written;

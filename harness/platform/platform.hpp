@@ -126,6 +126,8 @@ std::vector<std::string> gpu_lines(const NodePlatform& node);
 Result<std::map<std::string, std::string>> parse_tags(const std::vector<std::string>& tags);
 
 // Gathers every rank's host, device and NIC and probes rank 0's node (collective, bounded by `deadline`).
-Result<Platform> discover_platform(const Deadline& deadline);
+// A rank's device is the one `device_spec` (--device) opens on it: "cuda: NVIDIA H100 80GB HBM3 (sm_90)" or
+// "cpu: <model>".
+Result<Platform> discover_platform(const Deadline& deadline, std::string_view device_spec = "auto");
 
 }  // namespace eps

@@ -3,13 +3,30 @@
 
 #include "harness/platform/platform.hpp"
 #include "harness/platform/platform_probe.hpp"
+#include "impls/device/device_registry.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 
 namespace eps {
 namespace {
 
-// The CPU device runs everything until a GPU device library is selected (docs/architecture.md "Device").
-std::string local_device() { return "cpu: " + probe_cpu_model(); }
+// The device this rank computes on: the one `spec` (--device) opens here, a GPU as "cuda: NAME (ARCH)",
+// else the CPU's model (the `cpu` device, or a GPU that cannot be opened, whose reason the command itself
+// reports when it opens its device). No ordinal or PCI address: identical nodes share a fingerprint.
+std::string local_device(std::string_view spec, int local_rank) {
+  Result<std::unique_ptr<device::Device>> device = device::make_device(spec, local_rank);
+  if (!device.ok() || (*device)->properties().backend == "cpu") return "cpu: " + probe_cpu_model();
+  const device::DeviceProperties& p = (*device)->properties();
+  return fmt::format("{}: {} ({})", p.backend, p.name, p.architecture);
+}
+
+// This rank's index among the ranks of its node (nodes from the shared-memory split, never host names).
+Result<int> local_rank(const Deadline& deadline) {
+  EPS_ASSIGN_OR_RETURN(const mpi::NodeLayout layout, mpi::node_layout(MPI_COMM_WORLD, deadline));
+  const int rank = mpi::rank();
+  int local = 0;
+  for (int r = 0; r < rank; ++r) local += layout.node_of[r] == layout.node_of[rank];
+  return local;
+}
 
 std::string local_nics() {
   std::string note;
@@ -24,10 +41,11 @@ std::string provider() {
 
 }  // namespace
 
-Result<Platform> discover_platform(const Deadline& deadline) {
+Result<Platform> discover_platform(const Deadline& deadline, std::string_view device_spec) {
   EPS_ASSIGN_OR_RETURN(std::vector<std::string> hosts, mpi::all_hosts(MPI_COMM_WORLD, deadline));
+  EPS_ASSIGN_OR_RETURN(const int local, local_rank(deadline));
   EPS_ASSIGN_OR_RETURN(std::vector<std::string> devices,
-                       mpi::allgather_string(local_device(), MPI_COMM_WORLD, deadline));
+                       mpi::allgather_string(local_device(device_spec, local), MPI_COMM_WORLD, deadline));
   EPS_ASSIGN_OR_RETURN(std::vector<std::string> nics,
                        mpi::allgather_string(local_nics(), MPI_COMM_WORLD, deadline));
   Platform p;

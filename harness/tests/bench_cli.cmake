@@ -3,7 +3,7 @@
 # CASE smoke: the documented command with -c writes a table and a schema-valid results document whose cases
 #   all passed. CASE fabric-*: `bench fabric` over one fabric with -c: a row per size with 0
 #   wrong bytes and a schema-valid document with three passed cases (put-bw, put-latency, copy) per size.
-#   CASE shared-gpu: two ranks on one (host test plugin) GPU: the header warns that they share it; 64 tokens, 0 wrong.
+#   CASE shared-gpu: two ranks on one (host test plugin) GPU: the header warns that they share it; 64 tokens, 0 wrong; platform.ranks[].device names the cuda device.
 #   CASE direct-dispatch: `bench dispatch --transport direct --fabric shm -c` passes. CASE eplb: `bench eplb -c`
 #   on the smoke preset with the drift workload (deepseek and static, 8 steps in windows of 2) has 0 wrong
 #   values, and every case (one per load window) names its policy and carries balancedness {predicted,
@@ -133,6 +133,13 @@ if(CASE STREQUAL "shared-gpu")
   if(NOT out MATCHES "\n +64 +[0-9]+( +[0-9.]+)+ +[01] +0\n")
     message(FATAL_ERROR "no row of 64 tokens with 0 wrong")
   endif()
+  # The platform names the GPU each rank computes on, not the CPU.
+  foreach(rank 0 1)
+    string(JSON device GET "${doc}" platform ranks ${rank} device)
+    if(NOT device MATCHES "^cuda: epsuite host test plugin \\(")
+      message(FATAL_ERROR "platform.ranks[${rank}].device is '${device}', expected the cuda device")
+    endif()
+  endforeach()
   return()
 endif()
 
