@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "impls/runtime/mpi_runtime.hpp"
+#include "perf/bench/fabric_ceiling.hpp"
 #include "perf/bench/fabric_engine.hpp"
 #include "reference/dispatch/byte_accounting.hpp"
 
@@ -115,18 +116,57 @@ std::optional<double> ceiling_p50(std::span<const Measured> measured) {
   return nearest_rank_percentile(sorted, 50);
 }
 
-std::string ceiling_header_line(bool measured) {
-  if (!measured) {
+ParamSpec ceiling_param_spec() {
+  return {.name = "ceiling",
+          .kind = ParamKind::kChoice,
+          .default_text = "auto",
+          .help =
+              "The machine's ceiling next to every row (docs/results.md 9.4): shm-copy (memcpy between the "
+              "ranks, one node only), fabric (raw puts of --fabric), auto (shm-copy on one node, else "
+              "fabric) or none",
+          .choices = {"auto", "shm-copy", "fabric", "none"}};
+}
+
+Result<std::string> choose_ceiling(std::string_view flag, int nodes) {
+  if (flag == "none") return std::string();
+  if (flag == "fabric" || (flag == "auto" && nodes > 1)) return std::string(kFabricCeiling);
+  if (flag == "auto" || (flag == kShmCopyCeiling && nodes == 1)) return std::string(kShmCopyCeiling);
+  if (flag == kShmCopyCeiling) {
+    return invalid_argument("--ceiling",
+                            "shm-copy needs every rank on one node; this run spans {} nodes "
+                            "(use fabric or auto)",
+                            nodes);
+  }
+  return invalid_argument("--ceiling", "must be auto, shm-copy, fabric or none, got '{}'", flag);
+}
+
+std::string ceiling_header_line(std::string_view kind) {
+  if (kind == kFabricCeiling) {
     return fmt::format(
-        "#  {:<16} N/A: the ranks span several nodes; read the rows against `bench fabric` "
+        "#  {:<16} raw puts of the row's bytes between the same ranks through the --fabric below, all ranks "
+        "at "
+        "once, one immediate per pair, same -w/-n, barrier and max over ranks; ratio = ceiling p50 / p50 "
         "(docs/results.md 9.4)\n",
         "ceiling");
   }
+  if (kind.empty()) return fmt::format("#  {:<16} not measured (--ceiling none)\n", "ceiling");
   return fmt::format(
       "#  {:<16} memcpy of the row's bytes between the same ranks through MPI_Win_allocate_shared "
       "segments, all ranks at once, same -w/-n, barrier and max over ranks; ratio = ceiling p50 / p50 "
       "(docs/results.md 9.4)\n",
       "ceiling");
+}
+
+std::unique_ptr<MachineCeiling> make_machine_ceiling(std::string_view kind,
+                                                     std::function<Result<ByteMatrix>()> make_matrix,
+                                                     const fabric::FabricSelection& selection,
+                                                     std::uint64_t seed, double timeout) {
+  if (kind == kShmCopyCeiling)
+    return std::make_unique<CeilingMeasurement>(std::move(make_matrix), seed, timeout);
+  if (kind == kFabricCeiling) {
+    return std::make_unique<FabricCeilingMeasurement>(std::move(make_matrix), selection, seed, timeout);
+  }
+  return nullptr;
 }
 
 CeilingMeasurement::CeilingMeasurement(std::function<Result<ByteMatrix>()> make_matrix, std::uint64_t seed,

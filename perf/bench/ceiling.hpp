@@ -21,10 +21,11 @@
 //   (release), then waits until every source's flag in its own segment shows this iteration. All ranks copy
 //   at once, like the op.
 //
-// Kind: "shm-copy", measured when every rank of the run shares one node (the ops check mpi::node_layout).
-// Ranks on several nodes cannot copy through shared memory: the rows then carry no ceiling and the table
-// header says so; docs/results.md 9.4 says how to read such a run against `bench fabric`. A matrix with a
-// pair on two nodes given to CeilingMeasurement is refused (kInvalidArgument naming the pair).
+// Kind: "shm-copy" when every rank of the run shares one node (the ops check mpi::node_layout). Ranks on
+// several nodes cannot copy through shared memory: their rows carry the "fabric" ceiling instead
+// (fabric_ceiling.hpp: the same matrix as raw puts of the run's fabric), which `--ceiling fabric` also
+// selects on one node. A matrix with a pair on two nodes given to CeilingMeasurement is refused
+// (kInvalidArgument naming the pair).
 #pragma once
 
 #include <mpi.h>
@@ -33,20 +34,38 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "impls/fabric/fabric_selection.hpp"
 #include "perf/bench/bench_op.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
 
 namespace eps::bench {
 
 inline constexpr const char* kShmCopyCeiling = "shm-copy";
+inline constexpr const char* kFabricCeiling = "fabric";  // fabric_ceiling.hpp
 
-// The '#' line of a table header that says how the ceiling columns were measured (or why they are N/A).
-std::string ceiling_header_line(bool measured);
+// Which ceiling a run measures (--ceiling): auto = shm-copy when every rank is on one node, else fabric;
+// shm-copy (refused across nodes, naming the node count), fabric (through --fabric, also on one node, to
+// read a transport against its own fabric), none. The result is the kind, or "" for none.
+Result<std::string> choose_ceiling(std::string_view flag, int nodes);
+
+// --ceiling of the ops with a ceiling (choose_ceiling).
+ParamSpec ceiling_param_spec();
+
+// The '#' line of a table header that says how the ceiling columns were measured (kind "" : not measured).
+std::string ceiling_header_line(std::string_view kind);
+
+// A ceiling measurement: the driver times it like the row's op (a second Measurement of the point).
+class MachineCeiling : public Measurement {
+ public:
+  virtual const std::string& kind() const = 0;  // results' ceiling.kind
+};
 
 class ByteMatrix {
  public:
@@ -109,7 +128,7 @@ std::optional<double> ceiling_p50(std::span<const Measured> measured);
 // layer, can give them); that first prepare and the destructor are collective over MPI_COMM_WORLD. With -c
 // every iteration's source bytes are the writer's bench fabric pattern (seed + iteration, offset in its
 // source buffer), the receive region is poisoned before it, and check() counts the bytes that differ.
-class CeilingMeasurement final : public Measurement {
+class CeilingMeasurement final : public MachineCeiling {
  public:
   CeilingMeasurement(std::function<Result<ByteMatrix>()> make_matrix, std::uint64_t seed, double timeout);
   CeilingMeasurement(const CeilingMeasurement&) = delete;
@@ -120,7 +139,7 @@ class CeilingMeasurement final : public Measurement {
   Result<double> run(int iteration) override;
   Result<Mismatches> check(int iteration) override;
 
-  const std::string& kind() const { return kind_; }
+  const std::string& kind() const override { return kind_; }
 
  private:
   Status start();
@@ -145,5 +164,11 @@ class CeilingMeasurement final : public Measurement {
   int filled_for_ = -1;  // the iteration whose pattern source_ holds (-1: none yet)
   std::uint64_t iteration_id_ = 0;
 };
+
+// The ceiling `kind` (choose_ceiling) of a point whose bytes `make_matrix` gives; null for "".
+std::unique_ptr<MachineCeiling> make_machine_ceiling(std::string_view kind,
+                                                     std::function<Result<ByteMatrix>()> make_matrix,
+                                                     const fabric::FabricSelection& selection,
+                                                     std::uint64_t seed, double timeout);
 
 }  // namespace eps::bench

@@ -14,8 +14,9 @@
 // with the device synchronized at its end, summed over layers; a case reports per phase the median over the
 // timed iterations of the maximum over ranks. With -c every iteration's output is compared bit for bit with
 // the single-process reference of the same stack (computed once per point, untimed) on each rank's rows.
-// With every rank on one node each point also times the machine's ceiling (perf/bench/ceiling.hpp): the
-// shared-memory copy of the stack's wire bytes, each rank's received bytes split evenly over the other ranks.
+// Each point also times the machine's ceiling (perf/bench/ceiling.hpp, --ceiling): the
+// stack's wire bytes copied through shared memory or put through --fabric, each rank's received bytes split
+// evenly over the other ranks.
 //
 // Case: op "layer", mode "<layout>/<tree>", sizes {tokens, ranks, hidden, ffn, experts, top_k, shared,
 // layers, seq_len}, identity + router, schedule, mask_ratio; bytes = wire bytes received by the slowest rank
@@ -62,7 +63,7 @@ struct LayerPlan {
   double timeout = kDefaultTimeoutSeconds;
   fabric::FabricSelection fabric;
   std::shared_ptr<device::Device> device;
-  bool ceiling = false;  // every rank on one node: each point times the machine's ceiling (ceiling.hpp)
+  std::string ceiling;  // the ceiling each point times next to the op (ceiling.hpp choose_ceiling), "" none
   std::uint64_t seed = 0;
 };
 
@@ -120,7 +121,7 @@ Result<std::shared_ptr<LayerPlan>> make_plan(const BenchContext& context) {
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));
   EPS_ASSIGN_OR_RETURN(mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(plan->timeout)));
   EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, mpi::size(), nodes.ranks_per_node()));
-  plan->ceiling = nodes.nodes() == 1;
+  EPS_ASSIGN_OR_RETURN(plan->ceiling, choose_ceiling(p.string("ceiling"), nodes.nodes()));
   plan->seed = static_cast<std::uint64_t>(p.integer("seed"));
   const Preset& preset = *plan->preset.preset;
   EPS_ASSIGN_OR_RETURN(plan->mask_ratios, parse_mask_ratios(p.string("mask-ratio")));
@@ -289,11 +290,11 @@ class LayerPoint final : public BenchPoint {
         stack_(std::move(stack)),
         ratio_(ratio),
         measurement_(*stack_, spec_, plan.timeout) {
-    if (!plan.ceiling) return;
     // The stack's wire bytes are known after its own measurement settled (every rank's, in rank order).
-    ceiling_ = std::make_unique<CeilingMeasurement>(
+    ceiling_ = make_machine_ceiling(
+        plan.ceiling,
         [this]() -> Result<ByteMatrix> { return received_evenly(measurement_.totals().wire_received); },
-        plan.seed, plan.timeout);
+        plan.fabric, plan.seed, plan.timeout);
   }
 
   std::vector<Measurement*> measurements() override {
@@ -384,7 +385,7 @@ class LayerPoint final : public BenchPoint {
   std::unique_ptr<layer::DistributedLayer> stack_;
   float ratio_;
   LayerMeasurement measurement_;
-  std::unique_ptr<CeilingMeasurement> ceiling_;  // null: not measured (LayerPlan::ceiling)
+  std::unique_ptr<MachineCeiling> ceiling_;  // null: not measured (LayerPlan::ceiling)
 };
 
 class LayerSeries final : public BenchSeries {
@@ -403,7 +404,7 @@ class LayerSeries final : public BenchSeries {
         "synchronized at each end, summed over layers, max over ranks, median over iterations\n",
         "timer");
     out += ceiling_header_line(plan_->ceiling);
-    if (plan_->ceiling) {
+    if (!plan_->ceiling.empty()) {
       out += fmt::format(
           "#  {:<16} the stack's wire bytes received by each rank, split evenly over the other ranks (the "
           "layer does not count bytes per peer)\n",
@@ -485,7 +486,7 @@ Result<std::vector<SeriesPlan>> plan(const BenchContext& context, Json& config) 
   config["schedule_used"] = plan->schedule;
   config["mask_ratios"] = plan->mask_ratios;
   config["timer"] = "MPI_Wtime";
-  config["ceiling"] = plan->ceiling ? kShmCopyCeiling : "none (ranks on several nodes)";
+  config["ceiling"] = plan->ceiling.empty() ? std::string("none") : plan->ceiling;
   config["preset_resolved"] = preset_to_json(plan->preset);
   const std::string params_block = context.params_block;
   std::vector<SeriesPlan> series;

@@ -96,17 +96,18 @@ dispatch::Traffic received(const TransportPlan& plan, TrafficOf traffic, const T
   return total;
 }
 
-// The ceiling of a point: the shared-memory copy of the op's algo bytes between the same pairs.
-std::unique_ptr<CeilingMeasurement> make_ceiling(const TransportPlan& plan, TrafficOf traffic,
-                                                 const TransportWork& work) {
-  if (!plan.ceiling) return nullptr;
+// The ceiling of a point: the op's algo bytes between the same pairs, copied through shared memory or put
+// through the fabric (plan.ceiling).
+std::unique_ptr<MachineCeiling> make_ceiling(const TransportPlan& plan, TrafficOf traffic,
+                                             const TransportWork& work) {
   const bool per_selection = plan.layout != Layout::kHtRankMajor;
   const dispatch::DispatchPlan* routing = &work.problem().plan();
-  return std::make_unique<CeilingMeasurement>(
+  return make_machine_ceiling(
+      plan.ceiling,
       [routing, per_selection, traffic]() -> Result<ByteMatrix> {
         return transport_bytes(*routing, per_selection, traffic);
       },
-      plan.seed, plan.timeout);
+      plan.fabric, plan.seed, plan.timeout);
 }
 
 class TransportPoint final : public BenchPoint {
@@ -181,7 +182,7 @@ class TransportPoint final : public BenchPoint {
   TrafficOf traffic_;
   std::unique_ptr<TransportWork> work_;
   std::unique_ptr<Measurement> measurement_;
-  std::unique_ptr<CeilingMeasurement> ceiling_;  // null: not measured (TransportPlan::ceiling)
+  std::unique_ptr<MachineCeiling> ceiling_;  // null: not measured (TransportPlan::ceiling)
   int tokens_;
 };
 
@@ -272,7 +273,7 @@ Result<std::shared_ptr<TransportPlan>> make_plan(const BenchContext& context) {
   EPS_RETURN_IF_ERROR(choose_contract(p, *plan));
   EPS_RETURN_IF_ERROR(check_workload(*plan));
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));
-  plan->ceiling = nodes.nodes() == 1;
+  EPS_ASSIGN_OR_RETURN(plan->ceiling, choose_ceiling(p.string("ceiling"), nodes.nodes()));
   return plan;
 }
 
@@ -339,6 +340,7 @@ std::vector<ParamSpec> transport_op_params() {
   for (std::string_view name :
        {"transport", "device", "fabric", "signal", "chaos", "allow-unsafe", "iface", "proxy-threads"})
     s.push_back(param_spec(name));
+  s.push_back(ceiling_param_spec());
   s.push_back({.name = "mode",
                .kind = ParamKind::kChoice,
                .default_text = "ht",
@@ -388,7 +390,7 @@ Result<std::vector<SeriesPlan>> plan_transport_op(const BenchContext& context, J
   config["hidden"] = plan->hidden;
   config["max_tokens"] = plan->max_tokens;
   config["timer"] = "MPI_Wtime";
-  config["ceiling"] = plan->ceiling ? kShmCopyCeiling : "none (ranks on several nodes)";
+  config["ceiling"] = plan->ceiling.empty() ? std::string("none") : plan->ceiling;
   config["preset_resolved"] = preset_to_json(plan->preset);
   const std::string params_block = context.params_block;
   std::vector<SeriesPlan> series;

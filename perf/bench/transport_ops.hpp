@@ -52,9 +52,9 @@ struct TransportPlan {
   // around each call (problem/device_mirror.hpp), so the timings include those copies (the header says so).
   std::shared_ptr<device::Device> device;
   int ranks_per_gpu = 1;  // problem::ranks_per_gpu: > 1 means the GPU time-slices between ranks (header)
-  // Whether every point measures the machine's ceiling next to the op (every rank on one node,
-  // perf/bench/ceiling.hpp).
-  bool ceiling = false;
+  // The ceiling every point measures next to the op (perf/bench/ceiling.hpp choose_ceiling: "shm-copy",
+  // "fabric"), "" for none.
+  std::string ceiling;
 };
 
 // One point of one transport: the problem at T tokens per rank, the caller-owned buffers, the last handle.
