@@ -12,7 +12,8 @@ Cases (each a ctest with label `vcluster`, sharing one cluster brought up by the
   transport-chaos  the same under --chaos seed=7 with every strategy that tolerates reordering
   run-smoke        the README main command (`epsuite run --preset smoke`) across the nodes: exit 0, both
                    hosts in the platform block, the direct transport's fabric recorded as auto(shm+...)
-  bench-tcp        `bench roundtrip` of direct over libfabric:tcp between the nodes against mpi, checked (-c)
+  bench-tcp        `bench roundtrip` of direct over libfabric:tcp between the nodes against mpi, checked (-c),
+                   every row with its fabric ceiling
   fault-cut        node1's link is cut during a bench: the job exits 3 within --timeout + 5 s, a rank names
                    the peer it waited for, and a results file written before the fault stays valid JSON
   fault-kill       one rank of node1 is SIGKILLed mid-dispatch (mpirun --enable-recovery): the same
@@ -189,8 +190,13 @@ def case_bench_tcp(c):
     for k in cases:
         p50.setdefault(k["transport"], []).append(k["stats"]["p50"])
     expect(set(p50) == {"mpi", "direct"}, f"transports measured: {sorted(p50)}", out)
+    # Across nodes every row carries the fabric ceiling (docs/results.md 9.4), its copies checked too.
+    expect(all(k.get("ceiling", {}).get("kind") == "fabric" and k["ceiling"]["us"] > 0 for k in cases),
+           "a case across nodes without its fabric ceiling", out)
     ratio = sum(p50["mpi"]) / sum(p50["direct"])
-    print(f"bench roundtrip, libfabric:tcp between namespaces: direct {ratio:.2f}x mpi (sum of p50s), 0 wrong")
+    ceiling = sum(k["ceiling"]["ratio"] for k in cases if k["transport"] == "direct") / len(p50["direct"])
+    print(f"bench roundtrip, libfabric:tcp between namespaces: direct {ratio:.2f}x mpi (sum of p50s), "
+          f"{ceiling:.2f}x its fabric ceiling (mean ratio), 0 wrong")
 
 
 # --- Faults ------------------------------------------------------------------------------------------------
