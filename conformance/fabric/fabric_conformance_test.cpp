@@ -35,6 +35,7 @@
 namespace eps::conformance {
 namespace {
 
+using fabric::AtomicOp;
 using fabric::Completion;
 using fabric::CompletionKind;
 using fabric::Fabric;
@@ -158,6 +159,34 @@ Status post(Fabric& f, const PutOp& op, Tally& tally, int* pushed_back = nullptr
         return fmt::format("posting a put to rank {} on {} (rank {})", op.peer, f.describe(), f.rank());
       }));
   return failure;
+}
+
+// Posts atomic `op` like post() posts a put.
+Status post_atomic(Fabric& f, const AtomicOp& op, Tally& tally) {
+  Status failure;
+  EPS_RETURN_IF_ERROR(wait_until(
+      test_deadline(),
+      [&] {
+        Result<bool> posted = f.try_atomic_add(op);
+        if (!posted.ok()) {
+          failure = posted.status();
+          return true;
+        }
+        if (*posted) return true;
+        failure = drain(f, tally);
+        return !failure.ok();
+      },
+      [&] {
+        return fmt::format("posting an atomic add to rank {} on {} (rank {})", op.peer, f.describe(),
+                           f.rank());
+      }));
+  return failure;
+}
+
+// The value rank `source` adds to `target`'s counters in round `round`: distinct per (source, target, round),
+// full 64-bit (sums wrap modulo 2^64, as the adds do).
+std::uint64_t atomic_value(int source, int target, int round) {
+  return splitmix64(stream_key(source, target, round) ^ 0xA70'0000'0000'0000ull);
 }
 
 // --- Cases
@@ -554,6 +583,157 @@ TEST_P(FabricContract, BackpressureLosesNothing) {
 INSTANTIATE_TEST_SUITE_P(Fabrics, FabricContract, testing::ValuesIn(fabric_cases(true, true)), case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(FabricContract);
 
+// --- Remote atomics (fabric.hpp try_atomic_add), plain and under chaos -----------------------------------
+
+class FabricAtomics : public FabricTest {
+ protected:
+  // Skips (with the fabric's reason) where the fabric has no remote atomics; the refusal itself is checked
+  // by SupportIsDeclaredAndRefusalsAreClear.
+  bool has_atomics() const { return fabric_->atomic_support().ok(); }
+};
+
+#define EPS_SKIP_WITHOUT_ATOMICS()                                                               \
+  if (!has_atomics()) {                                                                          \
+    GTEST_SKIP() << "unavailable: " << fabric_->atomic_support().message() << " on " << where(); \
+  }
+
+// A fabric either has atomics (a well-formed add validates) or says clearly that it has none: kUnavailable
+// "no remote atomics on <fabric>: <reason>" from atomic_support, validate and try_atomic_add alike.
+TEST_P(FabricAtomics, SupportIsDeclaredAndRefusalsAreClear) {
+  Region counters = allocate(64);
+  ASSERT_NE(counters.id, -1);
+  const AtomicOp op{next(), counters.id, 8, 1, 0};
+  const Status support = fabric_->atomic_support();
+  if (support.ok()) {
+    EXPECT_TRUE(fabric_->validate(op).ok()) << fabric_->validate(op).message() << " on " << where();
+    return;
+  }
+  EXPECT_EQ(support.code(), StatusCode::kUnavailable) << support.message() << " on " << where();
+  const std::string prefix = fmt::format("no remote atomics on {}: ", fabric::undecorated_name(*fabric_));
+  EXPECT_EQ(support.message().rfind(prefix, 0), 0u) << support.message() << " on " << where();
+  EXPECT_GT(support.message().size(), prefix.size()) << "no reason given on " << where();
+  EXPECT_EQ(fabric_->validate(op).message(), support.message()) << where();
+  const Result<bool> posted = fabric_->try_atomic_add(op);
+  EXPECT_EQ(posted.status().code(), StatusCode::kUnavailable) << where();
+  EXPECT_EQ(posted.status().message(), support.message()) << where();
+}
+
+// Bad arguments: one kInvalidArgument naming the field (and the peer's range), from validate() and
+// try_atomic_add() alike; the last word of a region is accepted.
+TEST_P(FabricAtomics, ArgumentChecks) {
+  EPS_SKIP_WITHOUT_ATOMICS();
+  constexpr std::size_t kBytes = 256;
+  Region region = allocate(kBytes);
+  ASSERT_NE(region.id, -1);
+  struct Bad {
+    AtomicOp op;
+    std::string field;
+  };
+  const std::vector<Bad> bad = {
+      {AtomicOp{-1, region.id, 0, 1, 0}, fmt::format("atomic.peer: must be in [0, {}], got -1", size_ - 1)},
+      {AtomicOp{size_, region.id, 0, 1, 0},
+       fmt::format("atomic.peer: must be in [0, {}], got {}", size_ - 1, size_)},
+      {AtomicOp{rank_, -1, 0, 1, 0}, "atomic.remote_region"},
+      {AtomicOp{rank_, region.id + 1, 0, 1, 0}, "atomic.remote_region"},
+      {AtomicOp{rank_, region.id, 4, 1, 0}, "atomic.remote_offset: must be a multiple of 8"},
+      {AtomicOp{rank_, region.id, kBytes - 4, 1, 0}, "atomic.remote_offset: must be a multiple of 8"},
+      {AtomicOp{rank_, region.id, kBytes, 1, 0}, "atomic.remote_offset"},
+      {AtomicOp{next(), region.id, kBytes + 64, 1, 0}, "atomic.remote_offset"},
+  };
+  for (const Bad& b : bad) {
+    const Status checked = fabric_->validate(b.op);
+    EXPECT_EQ(checked.code(), StatusCode::kInvalidArgument) << b.field << " on " << where();
+    EXPECT_NE(checked.message().find(b.field), std::string::npos) << checked.message() << " on " << where();
+    const Result<bool> posted = fabric_->try_atomic_add(b.op);
+    EXPECT_FALSE(posted.ok()) << b.field << " was posted on " << where();
+    EXPECT_EQ(posted.status().message(), checked.message()) << where();
+  }
+  Tally tally;
+  EPS_ASSERT_OK(post_atomic(*fabric_, AtomicOp{rank_, region.id, kBytes - 8, 5, 21}, tally));
+  EPS_ASSERT_OK(fabric_->quiet(test_deadline()));
+  EXPECT_EQ(fabric::load_atomic_u64(region.local, kBytes - 8), 5u) << "after quiet on " << where();
+  EPS_ASSERT_OK(poll_until(
+      *fabric_, tally, [&] { return tally.locals() >= 1; }, "the boundary atomic's local completion"));
+  EXPECT_EQ(tally.local[21], 1) << where();
+  EXPECT_TRUE(tally.remote.empty()) << "an atomic produced a remote completion on " << where();
+  EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
+}
+
+// Every rank adds distinct 64-bit values to kWords counters on every rank (itself included), kRounds times
+// per peer, the rounds spread over the words so that several ranks add to one word concurrently. After quiet
+// (every add applied at its target) and a barrier, each counter holds exactly the sum, modulo 2^64, of what
+// every rank sent to it, computed here from atomic_value; each atomic had exactly one local completion with
+// its context and none a remote one.
+TEST_P(FabricAtomics, ConcurrentAddsSumExactly) {
+  EPS_SKIP_WITHOUT_ATOMICS();
+  constexpr int kRounds = 400;
+  constexpr std::size_t kWords = 5;
+  Region counters = allocate(kWords * fabric::kAtomicBytes);
+  ASSERT_NE(counters.id, -1);
+  Tally tally;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int k = 0; k < size_; ++k) {
+      const int p = (rank_ + k) % size_;  // every rank starts with a different peer
+      const std::size_t word = static_cast<std::size_t>(round) % kWords;
+      const std::uint64_t context = (static_cast<std::uint64_t>(p) << 32) | static_cast<std::uint64_t>(round);
+      EPS_ASSERT_OK(post_atomic(
+          *fabric_, AtomicOp{p, counters.id, word * 8, atomic_value(rank_, p, round), context}, tally));
+    }
+  }
+  EPS_ASSERT_OK(fabric_->quiet(test_deadline()));
+  EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
+  std::vector<std::uint64_t> expected(kWords, 0);
+  for (int source = 0; source < size_; ++source) {
+    for (int round = 0; round < kRounds; ++round)
+      expected[static_cast<std::size_t>(round) % kWords] += atomic_value(source, rank_, round);
+  }
+  for (std::size_t w = 0; w < kWords; ++w) {
+    EXPECT_EQ(fabric::load_atomic_u64(counters.local, w * 8), expected[w])
+        << "counter " << w << " after quiet and barrier on " << where();
+  }
+  const std::size_t atomics = static_cast<std::size_t>(kRounds) * static_cast<std::size_t>(size_);
+  EPS_ASSERT_OK(poll_until(
+      *fabric_, tally, [&] { return tally.locals() >= atomics; }, "every atomic's local completion"));
+  EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
+  for (int extra = 0; extra < 16; ++extra) EPS_ASSERT_OK(drain(*fabric_, tally));
+  EXPECT_EQ(tally.locals(), atomics) << where();
+  EXPECT_EQ(tally.local.size(), atomics) << "contexts not returned one per atomic on " << where();
+  EXPECT_TRUE(tally.remote.empty()) << "atomics produced remote completions on " << where();
+}
+
+// Puts and atomics to the next rank interleaved: once every rank has all its local completions (a put's bytes
+// placed, an atomic's add applied) and the ranks passed a barrier, the counter holds exactly the sum of the
+// previous rank's adds and every put's bytes are in place.
+TEST_P(FabricAtomics, AtomicsMixedWithPutsComplete) {
+  EPS_SKIP_WITHOUT_ATOMICS();
+  constexpr int kRounds = 300;
+  constexpr std::size_t kBytes = 1000;
+  Region src = allocate(kRounds * kBytes);
+  Region dst = allocate(kRounds * kBytes + 8);
+  ASSERT_NE(dst.id, -1);
+  fill(src.local, stream_key(rank_, next(), 40));
+  Tally tally;
+  for (int r = 0; r < kRounds; ++r) {
+    const std::size_t at = static_cast<std::size_t>(r) * kBytes;
+    EPS_ASSERT_OK(post(*fabric_, PutOp{next(), src.id, at, dst.id, at, kBytes, {}, 2u * r}, tally));
+    EPS_ASSERT_OK(post_atomic(
+        *fabric_, AtomicOp{next(), dst.id, kRounds * kBytes, atomic_value(rank_, next(), r), 2u * r + 1},
+        tally));
+  }
+  EPS_ASSERT_OK(poll_until(
+      *fabric_, tally, [&] { return tally.locals() >= 2 * kRounds; }, "every put's and atomic's completion"));
+  EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
+  std::uint64_t expected = 0;
+  for (int r = 0; r < kRounds; ++r) expected += atomic_value(prev(), rank_, r);
+  EXPECT_EQ(fabric::load_atomic_u64(dst.local, kRounds * kBytes), expected) << where();
+  EXPECT_EQ(first_mismatch(dst.local.subspan(0, kRounds * kBytes), stream_key(prev(), rank_, 40)), -1)
+      << where();
+  EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fabrics, FabricAtomics, testing::ValuesIn(fabric_cases(true, true)), case_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(FabricAtomics);
+
 // --- Ordered fabrics (plain only: the chaos decorator is unordered) --------------------------------------
 
 class OrderedFabric : public FabricTest {};
@@ -598,6 +778,56 @@ TEST_P(OrderedFabric, RemoteCompletionsInIssueOrder) {
       [&] { return tally.remote.size() >= ranks * kPuts && tally.locals() >= ranks * kPuts; },
       "every ordered completion"));
   EXPECT_EQ(disorder, 0) << where();
+  EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
+}
+
+// ordered() with atomics: rank r puts a 4000-byte block to the next rank and then adds 1 to a flag word
+// there, kRounds times. The target polls and watches the flag: whenever it reads n, blocks 0 .. n - 1 must be
+// complete (the add of round i is placed after the put of round i, and after every earlier operation).
+TEST_P(OrderedFabric, AtomicIsVisibleOnlyAfterTheEarlierPut) {
+  if (!fabric_->ordered()) GTEST_SKIP() << fabric_->describe() << " declares itself unordered";
+  if (!fabric_->atomic_support().ok()) {
+    GTEST_SKIP() << "unavailable: " << fabric_->atomic_support().message() << " on " << where();
+  }
+  constexpr int kRounds = 150;
+  constexpr std::size_t kBlock = 4000;
+  Region src = allocate(kRounds * kBlock);
+  Region dst = allocate(kRounds * kBlock + 8);
+  ASSERT_NE(dst.id, -1);
+  for (int r = 0; r < kRounds; ++r)
+    fill(src.local.subspan(static_cast<std::size_t>(r) * kBlock, kBlock), stream_key(rank_, next(), 200 + r));
+  const std::size_t flag = kRounds * kBlock;
+  Tally tally;
+  std::uint64_t checked = 0;
+  int early = 0;
+  // Checks every block the flag now vouches for (each once).
+  auto check_flag = [&] {
+    const std::uint64_t seen = fabric::load_atomic_u64(dst.local, flag);
+    for (; checked < seen && checked < static_cast<std::uint64_t>(kRounds); ++checked) {
+      const auto block = dst.local.subspan(static_cast<std::size_t>(checked) * kBlock, kBlock);
+      if (first_mismatch(block, stream_key(prev(), rank_, 200 + static_cast<int>(checked))) != -1 &&
+          early++ < 3) {
+        ADD_FAILURE() << "flag " << seen << " visible before block " << checked << " was placed on "
+                      << where();
+      }
+    }
+  };
+  for (int r = 0; r < kRounds; ++r) {
+    const std::size_t at = static_cast<std::size_t>(r) * kBlock;
+    EPS_ASSERT_OK(post(*fabric_, PutOp{next(), src.id, at, dst.id, at, kBlock, {}, 0}, tally));
+    EPS_ASSERT_OK(post_atomic(*fabric_, AtomicOp{next(), dst.id, flag, 1, 1}, tally));
+    EPS_ASSERT_OK(drain(*fabric_, tally));
+    check_flag();
+  }
+  EPS_ASSERT_OK(poll_until(
+      *fabric_, tally,
+      [&] {
+        check_flag();
+        return checked >= static_cast<std::uint64_t>(kRounds) && tally.locals() >= 2 * kRounds;
+      },
+      "the flag reaching every round"));
+  EXPECT_EQ(fabric::load_atomic_u64(dst.local, flag), static_cast<std::uint64_t>(kRounds)) << where();
+  EXPECT_EQ(early, 0) << where();
   EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
 }
 

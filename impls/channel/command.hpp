@@ -10,11 +10,12 @@
 //   word 2  local offset in bytes (< 2^32)
 //   word 3  remote offset in bytes (< 2^32)
 // Types: WRITE (a put of `bytes` from the local offset to the destination's remote offset), ATOMIC (add the
-// value to the 32-bit word at the destination's remote offset), QUIET (the proxy posts nothing after it until
-// every earlier command of its FIFO completed locally), BARRIER (a fabric barrier among the proxies).
-// Flags are the transport's (e.g. which region pair, which parity). Widths are checked when a command is
-// built: make_command (command_check.hpp, host code) returns kInvalidArgument naming the field and its range;
-// nothing is truncated. This header is device-safe (no host library).
+// value, 0 to 2^24 - 1, to the 64-bit word at the destination's remote offset, which must be a multiple of
+// 8: a fabric remote atomic add, fabric.hpp try_atomic_add; the local offset is unused), QUIET (the proxy
+// posts nothing after it until every earlier command of its FIFO completed locally), BARRIER (a fabric
+// barrier among the proxies). Flags are the transport's (e.g. which region pair, which parity). Widths are
+// checked when a command is built: make_command (command_check.hpp, host code) returns kInvalidArgument
+// naming the field and its range; nothing is truncated. This header is device-safe (no host library).
 #pragma once
 
 #include <cstdint>

@@ -12,10 +12,13 @@ struct ProxyEngine::FifoState {
   std::optional<Command> pending;  // popped, not yet posted (in-flight cap or fabric backpressure)
   // Its put once made: to_put runs once per command (it may be stateful, e.g. a sequence number per peer).
   std::optional<fabric::PutOp> pending_put;
+  // Likewise an ATOMIC's add once made (to_atomic runs once per command).
+  std::optional<fabric::AtomicOp> pending_atomic;
   CommandType held = CommandType::kWrite;  // kQuiet / kBarrier while such a command holds the FIFO
   bool holding = false;
-  std::atomic<std::int64_t> handled{
-      0};  // commands popped and done with (posted, or a QUIET/BARRIER released)
+  // Commands popped and done with (posted, or a QUIET/BARRIER released).
+  std::atomic<std::int64_t> handled{0};
+  // Puts and atomics posted, and their local completions.
   std::atomic<std::int64_t> posted{0};
   std::atomic<std::int64_t> completed{0};
 
@@ -39,15 +42,23 @@ Status check_config(const ProxyEngineConfig& c) {
 
 }  // namespace
 
-ProxyEngine::ProxyEngine(const ProxyEngineConfig& config, fabric::Fabric& fabric, CommandToPut to_put)
-    : config_(config), fabric_(fabric), to_put_(std::move(to_put)) {
+fabric::AtomicOp atomic_of(const Command& command, int remote_region) {
+  return fabric::AtomicOp{static_cast<int>(command.destination()), remote_region, command.remote_offset(),
+                          command.bytes(), 0};
+}
+
+ProxyEngine::ProxyEngine(const ProxyEngineConfig& config, fabric::Fabric& fabric, CommandToPut to_put,
+                         CommandToAtomic to_atomic)
+    : config_(config), fabric_(fabric), to_put_(std::move(to_put)), to_atomic_(std::move(to_atomic)) {
   config_.threads = std::min(config.threads, config.fifos);  // at most one thread per FIFO
 }
 
 Result<std::unique_ptr<ProxyEngine>> ProxyEngine::start(const ProxyEngineConfig& config,
-                                                        fabric::Fabric& fabric, CommandToPut to_put) {
+                                                        fabric::Fabric& fabric, CommandToPut to_put,
+                                                        CommandToAtomic to_atomic) {
   EPS_RETURN_IF_ERROR(check_config(config));
-  std::unique_ptr<ProxyEngine> engine(new ProxyEngine(config, fabric, std::move(to_put)));
+  std::unique_ptr<ProxyEngine> engine(
+      new ProxyEngine(config, fabric, std::move(to_put), std::move(to_atomic)));
   for (int f = 0; f < config.fifos; ++f) {
     EPS_ASSIGN_OR_RETURN(std::unique_ptr<CommandFifo> fifo,
                          CommandFifo::create(config.fifo_capacity, config.device));
@@ -98,23 +109,27 @@ std::vector<std::uint32_t> ProxyEngine::take_remote() {
   return out;
 }
 
+// Commands claimed in FIFO `index`; 0 when its counter cannot be read (a failed device copy, which the
+// device reports itself).
+std::uint64_t ProxyEngine::claimed_or_zero(std::size_t index) const {
+  const Result<std::uint64_t> claimed = fifos_[index]->claimed();
+  return claimed.ok() ? *claimed : 0;
+}
+
 std::string ProxyEngine::describe_fifo(int index) const {
   const FifoState& s = *states_[static_cast<std::size_t>(index)];
   return fmt::format(
-      "FIFO {} (destination {}, proxy thread {}): {} commands claimed, {} handled, {} puts posted, {} "
-      "completed",
-      index, index, index % config_.threads,
-      fifo_atomics::load_acquire(&fifos_[static_cast<std::size_t>(index)]->view().header->head),
+      "FIFO {} (destination {}, proxy thread {}): {} commands claimed, {} handled, {} puts and atomics "
+      "posted, {} completed",
+      index, index, index % config_.threads, claimed_or_zero(static_cast<std::size_t>(index)),
       s.handled.load(), s.posted.load(), s.completed.load());
 }
 
 Status ProxyEngine::quiet(const Deadline& deadline) const {
   for (std::size_t f = 0; f < states_.size(); ++f) {
     const FifoState& s = *states_[f];
-    const std::uint64_t* head = &fifos_[f]->view().header->head;
     int polls = 0;
-    while (static_cast<std::int64_t>(fifo_atomics::load_acquire(head)) !=
-               s.handled.load(std::memory_order_acquire) ||
+    while (static_cast<std::int64_t>(claimed_or_zero(f)) != s.handled.load(std::memory_order_acquire) ||
            !s.drained()) {
       if (failed_.load(std::memory_order_acquire)) return status();
       if (deadline.expired()) {
@@ -162,6 +177,10 @@ bool ProxyEngine::flush_when_waiting(int thread, int threads) {
 }
 
 bool ProxyEngine::post(int index, const Command& command) {
+  return command.type() == CommandType::kAtomic ? post_atomic(index, command) : post_write(index, command);
+}
+
+bool ProxyEngine::post_write(int index, const Command& command) {
   FifoState& s = *states_[static_cast<std::size_t>(index)];
   if (!s.pending_put) {
     Result<fabric::PutOp> op = to_put_(command, index);
@@ -183,6 +202,42 @@ bool ProxyEngine::post(int index, const Command& command) {
   }
   if (!*posted) return false;
   s.pending_put.reset();
+  s.posted.fetch_add(1, std::memory_order_acq_rel);
+  return true;
+}
+
+// Like post_write. A refusal of the add itself (no remote atomics on this fabric, an unaligned offset) stops
+// the engine with the fabric's reason and the FIFO.
+bool ProxyEngine::post_atomic(int index, const Command& command) {
+  FifoState& s = *states_[static_cast<std::size_t>(index)];
+  if (!s.pending_atomic) {
+    if (!to_atomic_) {
+      fail(Status(StatusCode::kUnavailable,
+                  fmt::format("proxy: ATOMIC command, but this engine has no atomic translation "
+                              "(ProxyEngine::start without CommandToAtomic; {})",
+                              describe_fifo(index))));
+      return false;
+    }
+    Result<fabric::AtomicOp> op = to_atomic_(command, index);
+    if (!op.ok()) {
+      fail(Status(op.status().code(),
+                  fmt::format("proxy: {} ({})", op.status().message(), describe_fifo(index))));
+      return false;
+    }
+    op->context = static_cast<std::uint64_t>(index);
+    s.pending_atomic = *op;
+  }
+  Result<bool> posted = [&] {
+    std::lock_guard lock(fabric_mutex_);
+    return fabric_.try_atomic_add(*s.pending_atomic);
+  }();
+  if (!posted.ok()) {
+    fail(Status(posted.status().code(), fmt::format("proxy: ATOMIC command: {} ({})",
+                                                    posted.status().message(), describe_fifo(index))));
+    return false;
+  }
+  if (!*posted) return false;
+  s.pending_atomic.reset();
   s.posted.fetch_add(1, std::memory_order_acq_rel);
   return true;
 }
@@ -214,7 +269,8 @@ bool ProxyEngine::serve_fifo(int index, bool& busy) {
     busy = true;
     s.pending.reset();
     switch (c.type()) {
-      case CommandType::kWrite: {
+      case CommandType::kWrite:
+      case CommandType::kAtomic: {
         const std::int64_t in_flight =
             s.posted.load(std::memory_order_relaxed) - s.completed.load(std::memory_order_acquire);
         if (in_flight >= config_.max_in_flight) {
@@ -236,12 +292,11 @@ bool ProxyEngine::serve_fifo(int index, bool& busy) {
         s.holding = true;
         s.held = c.type();
         break;
-      case CommandType::kAtomic:
       default:
-        fail(Status(
-            StatusCode::kUnavailable,
-            fmt::format("proxy: command type {} is not supported over this fabric (no remote atomics; {})",
-                        static_cast<std::uint32_t>(c.type()), describe_fifo(index))));
+        fail(Status(StatusCode::kInvalidArgument,
+                    fmt::format("proxy: command type {} is not WRITE (1), ATOMIC (2), QUIET (3) or BARRIER "
+                                "(4) ({})",
+                                static_cast<std::uint32_t>(c.type()), describe_fifo(index))));
         return false;
     }
   }

@@ -1,7 +1,8 @@
-// The Fabric interface: one-sided puts with 32-bit immediates between the ranks of an MPI communicator
-// (docs/fabrics.md 6.1). Backends: libfabric/ (FI_EP_RDM + FI_RMA), verbs/ (RC write-with-immediate, EFA SRD
-// via efadv), shm/ (puts into peers' shared-memory segments) and chaos/ (a decorator that reorders, splits,
-// delays and withholds, docs/fabrics.md 6.3). Each backend registers itself by name (fabric_registry.hpp).
+// The Fabric interface: one-sided puts with 32-bit immediates, and remote 64-bit atomic adds, between the
+// ranks of an MPI communicator (docs/fabrics.md 6.1). Backends: libfabric/ (FI_EP_RDM + FI_RMA), verbs/ (RC
+// write-with-immediate, EFA SRD via efadv), shm/ (puts into peers' shared-memory segments) and chaos/ (a
+// decorator that reorders, splits, delays and withholds, docs/fabrics.md 6.3). Each backend registers itself
+// by name (fabric_registry.hpp).
 //
 // Contract (every backend; conformance/fabric checks it):
 //
@@ -41,8 +42,27 @@
 //
 // Immediates whose two top bits are both set (kImmReservedKind) are reserved for the fabric's own barrier;
 // try_put refuses them from callers.
+//
+// Remote atomics. `try_atomic_add(op)` adds op.value (mod 2^64) to the 64-bit word at the peer's
+// (remote_region, remote_offset); the offset must be a multiple of 8 (kAtomicBytes) and the word must lie
+// within the peer's region. The add is atomic with respect to every other atomic add of this fabric to that
+// word, whichever rank issued it (a rank may add to its own memory too); plain puts to the same word, or
+// CPU stores there, are not atomic with it. Results are as for try_put: true posted, false backpressure
+// (nothing posted), kInvalidArgument naming the field ("atomic.peer", "atomic.remote_region",
+// "atomic.remote_offset") and its allowed range. An atomic has no local source and no immediate. Its kLocal
+// completion (carrying op.context) means the add is applied at the target, so a target that reads the word
+// after learning of that completion (e.g. after a barrier) sees it. Atomics count like puts towards
+// limits().max_outstanding_puts, quiet() and flush(). Ordering: on an ordered() fabric an atomic is applied
+// after every earlier put and atomic of the same initiator to the same target is placed, so a target that
+// sees the atomic's effect sees those puts' bytes too; on an unordered fabric nothing orders an atomic
+// against other operations. The target reads an atomically updated word with an atomic 64-bit load
+// (load_atomic_u64): a plain load may tear or be hoisted out of a wait loop. `atomic_support()` says whether
+// this fabric has remote atomics at all: a backend that genuinely cannot (EFA SRD, a provider without
+// FI_ATOMIC) returns kUnavailable "no remote atomics on <fabric>: <reason>" there and from validate and
+// try_atomic_add (no_remote_atomics below).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -78,17 +98,42 @@ struct PutOp {
   std::uint64_t context = 0;  // returned in the put's local completion
 };
 
+// Remote atomics add to 64-bit words at 8-byte aligned offsets.
+inline constexpr std::size_t kAtomicBytes = 8;
+
+struct AtomicOp {
+  int peer = 0;  // target rank in [0, size)
+  int remote_region = 0;
+  std::size_t remote_offset = 0;  // a multiple of kAtomicBytes; the word lies within the peer's region
+  std::uint64_t value = 0;        // added modulo 2^64
+  std::uint64_t context = 0;      // returned in the atomic's local completion
+};
+
+// The refusal of a fabric without remote atomics: kUnavailable "no remote atomics on <fabric>: <reason>".
+inline Status no_remote_atomics(std::string_view fabric, std::string_view reason) {
+  return Status(StatusCode::kUnavailable, fmt::format("no remote atomics on {}: {}", fabric, reason));
+}
+
+// How a rank reads a word that remote atomics update (offset a multiple of kAtomicBytes, region memory
+// 8-byte aligned as every fabric's is): an acquire load, so it neither tears nor is hoisted out of a wait
+// loop, and what the word's atomic made visible (the earlier puts on an ordered fabric) is seen after it.
+inline std::uint64_t load_atomic_u64(std::span<const std::byte> region, std::size_t offset) {
+  auto* word = reinterpret_cast<std::uint64_t*>(const_cast<std::byte*>(region.data() + offset));
+  return std::atomic_ref<std::uint64_t>(*word).load(std::memory_order_acquire);
+}
+
 enum class CompletionKind { kLocal, kRemote };
 
 struct Completion {
   CompletionKind kind = CompletionKind::kLocal;
-  std::uint64_t context = 0;  // kLocal: the put's context
+  std::uint64_t context = 0;  // kLocal: the put's (or atomic's) context
   std::uint32_t imm = 0;      // kRemote: the put's immediate
 };
 
 struct FabricLimits {
   std::size_t max_put_bytes = kMaxPutBytes;
-  int max_outstanding_puts = 1024;  // posted puts without a local completion before try_put says false
+  // Posted puts and atomics without a local completion before try_put / try_atomic_add say false.
+  int max_outstanding_puts = 1024;
 };
 
 class Fabric {
@@ -118,6 +163,11 @@ class Fabric {
   // The argument checks of try_put without posting (decorators validate before holding a put back).
   virtual Status validate(const PutOp& op) const = 0;
   virtual Result<bool> try_put(const PutOp& op) = 0;
+  // Remote 64-bit atomic add (see the header comment): ok, or kUnavailable from no_remote_atomics.
+  virtual Status atomic_support() const = 0;
+  // The argument checks of try_atomic_add without posting (kUnavailable first where atomic_support() is).
+  virtual Status validate(const AtomicOp& op) const = 0;
+  virtual Result<bool> try_atomic_add(const AtomicOp& op) = 0;
   virtual Result<std::size_t> poll(std::span<Completion> out) = 0;
   virtual Status quiet(const Deadline& deadline) = 0;
   // Hands every put posted so far to the provider without waiting for completions: a layer that holds

@@ -114,14 +114,42 @@ Status FabricBase::check_put(const PutOp& op) const {
   return Status();
 }
 
-Result<bool> FabricBase::post_counted(const PutOp& op) {
+// The support check comes first: a fabric without atomics says so whatever the arguments.
+Status FabricBase::check_atomic(const AtomicOp& op) const {
+  EPS_RETURN_IF_ERROR(backend_atomic_support());
+  if (op.peer < 0 || op.peer >= size_) return out_of_range("atomic.peer", 0, size_ - 1, op.peer);
+  const int caller_regions = static_cast<int>(regions_.size()) - 1;
+  if (op.remote_region < 0 || op.remote_region >= caller_regions) {
+    return invalid_argument("atomic.remote_region", "must name an allocated region in [0, {}), got {}",
+                            caller_regions, op.remote_region);
+  }
+  if (op.remote_offset % kAtomicBytes != 0) {
+    return invalid_argument("atomic.remote_offset", "must be a multiple of {} (a 64-bit word), got {}",
+                            kAtomicBytes, op.remote_offset);
+  }
+  const std::size_t remote_size =
+      regions_[static_cast<std::size_t>(op.remote_region) + 1].sizes[static_cast<std::size_t>(op.peer)];
+  if (op.remote_offset > remote_size || kAtomicBytes > remote_size - op.remote_offset) {
+    return invalid_argument("atomic.remote_offset",
+                            "[{}, {}) must lie within region {} of rank {} ({} bytes)", op.remote_offset,
+                            op.remote_offset + kAtomicBytes, op.remote_region, op.peer, remote_size);
+  }
+  return Status();
+}
+
+template <typename PostOnce>
+Result<bool> FabricBase::post_counted_with(PostOnce&& post_once) {
   if (outstanding_ >= backend_limits().max_outstanding_puts) {
     EPS_RETURN_IF_ERROR(drain());
     if (outstanding_ >= backend_limits().max_outstanding_puts) return false;
   }
-  EPS_ASSIGN_OR_RETURN(bool posted, post(op));
+  EPS_ASSIGN_OR_RETURN(bool posted, post_once());
   if (posted) ++outstanding_;
   return posted;
+}
+
+Result<bool> FabricBase::post_counted(const PutOp& op) {
+  return post_counted_with([&] { return post(op); });
 }
 
 Result<bool> FabricBase::try_put(const PutOp& op) {
@@ -130,6 +158,13 @@ Result<bool> FabricBase::try_put(const PutOp& op) {
   backend.local_region = region_index(op.local_region);
   backend.remote_region = region_index(op.remote_region);
   return post_counted(backend);
+}
+
+Result<bool> FabricBase::try_atomic_add(const AtomicOp& op) {
+  EPS_RETURN_IF_ERROR(check_atomic(op));
+  AtomicOp backend = op;
+  backend.remote_region = region_index(op.remote_region);
+  return post_counted_with([&] { return post_atomic(backend); });
 }
 
 Status FabricBase::drain() {
@@ -167,8 +202,9 @@ Status FabricBase::quiet(const Deadline& deadline) {
         return !failure.ok() || outstanding_ == 0;
       },
       [&] {
-        return fmt::format("quiet on fabric {} (rank {}): {} puts still without a local completion",
-                           backend_name(), rank_, outstanding_);
+        return fmt::format(
+            "quiet on fabric {} (rank {}): {} puts or atomics still without a local completion",
+            backend_name(), rank_, outstanding_);
       }));
   return failure;
 }

@@ -5,15 +5,18 @@
 //   register the caller's `memory` (adopt), and do whatever exchange makes the peers' regions with this id
 //   writable (keys, addresses, segment names).
 // - `post(op)`: issue one validated put; false = the provider is out of resources (EAGAIN), nothing posted.
+// - `backend_atomic_support()`: ok when the backend has remote 64-bit atomic adds here, else
+//   no_remote_atomics(name, reason); `post_atomic(op)`: issue one validated atomic add, like post. Its kLocal
+//   completion (op.context) must mean the add is applied at the target.
 // - `progress(sink)`: drive the provider and append every new completion (kLocal with the put's context,
 //   kRemote with the immediate) to `sink`; never blocks.
 // - `backend_name()`, `backend_describe()`, `backend_ordered()`, `backend_limits()`.
 //
 // FabricBase provides the rest of the Fabric contract (fabric.hpp): argument checks with one clear message
-// per field, the outstanding-put count and backpressure at limits().max_outstanding_puts, `quiet` by
-// counting (docs/channel.md 7.2), a stash so that completions drained by quiet or barrier reach the next
-// poll, and a dissemination barrier carried by the fabric itself (reserved immediates; docs/fabrics.md 6.1
-// `barrier`).
+// per field, the outstanding count of puts and atomics and backpressure at limits().max_outstanding_puts,
+// `quiet` by counting (docs/channel.md 7.2), a stash so that completions drained by quiet or barrier reach
+// the next poll, and a dissemination barrier carried by the fabric itself (reserved immediates;
+// docs/fabrics.md 6.1 `barrier`).
 //
 // Barrier immediates: bits 31-30 = 0b11 (kImmReservedKind), bits 29-24 = round j (message from rank - 2^j),
 // bits 7-0 = barrier sequence mod 256. A rank is never more than one barrier ahead of a peer, so the
@@ -64,6 +67,9 @@ class FabricBase : public Fabric {
   Result<Region> adopt(std::span<std::byte> memory) final;
   Status validate(const PutOp& op) const final { return check_put(op); }
   Result<bool> try_put(const PutOp& op) final;
+  Status atomic_support() const final { return backend_atomic_support(); }
+  Status validate(const AtomicOp& op) const final { return check_atomic(op); }
+  Result<bool> try_atomic_add(const AtomicOp& op) final;
   Result<std::size_t> poll(std::span<Completion> out) final;
   Status quiet(const Deadline& deadline) final;
   Status flush(const Deadline&) final { return Status(); }  // puts are posted at once
@@ -75,6 +81,9 @@ class FabricBase : public Fabric {
   // `memory` null: allocate `bytes` zero-filled; otherwise register the caller's memory of that size.
   virtual Result<std::span<std::byte>> create_region(int id, std::size_t bytes, std::byte* memory) = 0;
   virtual Result<bool> post(const PutOp& op) = 0;
+  // AtomicOps passed to post_atomic use backend region indices and were checked (check_atomic).
+  virtual Status backend_atomic_support() const = 0;
+  virtual Result<bool> post_atomic(const AtomicOp& op) = 0;
   virtual Status progress(std::vector<Completion>& sink) = 0;
   virtual std::string backend_name() const = 0;
   virtual std::string backend_describe() const = 0;
@@ -92,7 +101,11 @@ class FabricBase : public Fabric {
   };
   Result<int> create(std::size_t bytes, std::byte* memory);
   Status check_put(const PutOp& op) const;
+  Status check_atomic(const AtomicOp& op) const;
   Status drain();  // progress() into the stash, counting local completions and barrier arrivals
+  // Posts through `post_once` (a put or an atomic) counting it outstanding; backpressure at the limit.
+  template <typename PostOnce>
+  Result<bool> post_counted_with(PostOnce&& post_once);
   Result<bool> post_counted(const PutOp& op);
 
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <deque>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "impls/fabric/fabric.hpp"
@@ -16,7 +17,8 @@ namespace eps::channel::testing {
 
 class ImmediateFabric final : public fabric::Fabric {
  public:
-  explicit ImmediateFabric(int size = 1, int refuse_every = 0) : size_(size), refuse_every_(refuse_every) {}
+  explicit ImmediateFabric(int size = 1, int refuse_every = 0, bool atomics = true)
+      : size_(size), refuse_every_(refuse_every), atomics_(atomics) {}
 
   std::string name() const override { return "immediate"; }
   std::string describe() const override { return "immediate (test fabric: every put completes at once)"; }
@@ -28,6 +30,11 @@ class ImmediateFabric final : public fabric::Fabric {
   Result<fabric::Region> adopt(std::span<std::byte> memory) override;
   Status validate(const fabric::PutOp& op) const override;
   Result<bool> try_put(const fabric::PutOp& op) override;
+  // Atomics are applied at once to the fabric's own 64-bit words (allocate()'s regions stand for every
+  // peer's; the test reads them with word()), unless the fabric was made without atomics.
+  Status atomic_support() const override;
+  Status validate(const fabric::AtomicOp& op) const override;
+  Result<bool> try_atomic_add(const fabric::AtomicOp& op) override;
   Result<std::size_t> poll(std::span<fabric::Completion> out) override;
   Status quiet(const Deadline& deadline) override;
   Status flush(const Deadline&) override { return Status(); }
@@ -39,11 +46,22 @@ class ImmediateFabric final : public fabric::Fabric {
   std::int64_t puts() const { return puts_.load(); }
   // The puts in posting order (only with record = true).
   std::vector<fabric::PutOp> recorded() const;
+  std::int64_t atomics() const { return atomics_posted_.load(); }
+  // The atomics in posting order (only with record = true).
+  std::vector<fabric::AtomicOp> recorded_atomics() const;
+  // (peer, 'P' for a put or 'A' for an atomic) of every posted operation in posting order (record = true).
+  std::vector<std::pair<int, char>> recorded_sequence() const;
+  // The 64-bit word at `offset` of region `region` (what the atomics added up to).
+  std::uint64_t word(int region, std::size_t offset) const;
   bool record = false;
 
  private:
   int size_;
   int refuse_every_;
+  bool atomics_;
+  std::atomic<std::int64_t> atomics_posted_{0};
+  std::vector<fabric::AtomicOp> atomic_log_;
+  std::vector<std::pair<int, char>> sequence_;
   std::atomic<bool> holding_{false};
   std::atomic<std::int64_t> puts_{0};
   std::int64_t tries_ = 0;

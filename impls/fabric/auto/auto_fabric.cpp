@@ -65,6 +65,19 @@ class AutoFabric final : public Fabric {
     EPS_ASSIGN_OR_RETURN(const Route route, route_of(op));
     return route.part->try_put(route.op);
   }
+  // Atomics need both parts: which part carries one depends on the peer, and a caller cannot tell.
+  Status atomic_support() const override {
+    EPS_RETURN_IF_ERROR(intra_->atomic_support());
+    return inter_->atomic_support();
+  }
+  Status validate(const AtomicOp& op) const override {
+    EPS_ASSIGN_OR_RETURN(const AtomicRoute route, route_of(op));
+    return route.part->validate(route.op);
+  }
+  Result<bool> try_atomic_add(const AtomicOp& op) override {
+    EPS_ASSIGN_OR_RETURN(const AtomicRoute route, route_of(op));
+    return route.part->try_atomic_add(route.op);
+  }
   Result<std::size_t> poll(std::span<Completion> out) override {
     Fabric* first = intra_first_ ? intra_.get() : inter_.get();
     Fabric* second = intra_first_ ? inter_.get() : intra_.get();
@@ -103,6 +116,19 @@ class AutoFabric final : public Fabric {
     PutOp translated = op;
     translated.peer = local;
     return Route{intra_.get(), translated};
+  }
+  // An atomic takes the same part as a put to its peer, so ordering against that initiator's puts holds.
+  struct AtomicRoute {
+    Fabric* part;
+    AtomicOp op;
+  };
+  Result<AtomicRoute> route_of(const AtomicOp& op) const {
+    if (op.peer < 0 || op.peer >= size()) return out_of_range("atomic.peer", 0, size() - 1, op.peer);
+    const int local = routing_.node_index[static_cast<std::size_t>(op.peer)];
+    if (local < 0) return AtomicRoute{inter_.get(), op};
+    AtomicOp translated = op;
+    translated.peer = local;
+    return AtomicRoute{intra_.get(), translated};
   }
 
   std::unique_ptr<Fabric> intra_;

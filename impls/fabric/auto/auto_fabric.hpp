@@ -17,6 +17,13 @@
 // place a peer's puts only while the target progresses. Completions of both parts are returned by `poll`,
 // alternating which part goes first so that neither starves.
 //
+// Atomics: an atomic add takes the same part as a put to its peer (so it is ordered after that initiator's
+// puts when the composite is ordered); atomic_support() needs both parts. A counter that receives adds from
+// peers on its node (shm: CPU atomics) and from other nodes (the inter-node fabric) mixes the two kinds of
+// atomic on one word: that is atomic only where the inter-node fabric's atomics are coherent with the CPU's
+// (an RDMA NIC whose ibv_device_attr::atomic_cap is IBV_ATOMIC_GLOB, a provider that applies adds with CPU
+// atomics); otherwise keep one counter per part.
+//
 // Errors: kInvalidArgument from a candidate (a bad --iface) is returned at once; when no candidate
 // opens, kEnvironment lists every candidate's reason.
 #pragma once

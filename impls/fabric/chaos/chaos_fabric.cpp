@@ -8,6 +8,7 @@
 #include <optional>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <fmt/format.h>
@@ -121,6 +122,9 @@ class ChaosFabric final : public Fabric {
   Result<Region> adopt(std::span<std::byte> memory) override { return inner_->adopt(memory); }
   Status validate(const PutOp& op) const override { return inner_->validate(op); }
   Result<bool> try_put(const PutOp& op) override;
+  Status atomic_support() const override { return inner_->atomic_support(); }
+  Status validate(const AtomicOp& op) const override { return inner_->validate(op); }
+  Result<bool> try_atomic_add(const AtomicOp& op) override;
   Result<std::size_t> poll(std::span<Completion> out) override;
   Status quiet(const Deadline& deadline) override;
   Status flush(const Deadline& deadline) override;
@@ -129,7 +133,9 @@ class ChaosFabric final : public Fabric {
  private:
   Status release_until(const Deadline& deadline, const std::function<bool()>& done,
                        const std::function<std::string()>& describe_wait);
-  // A caller's put in flight. Its chunks carry the put's id as inner context.
+  // What the pool holds: a chunk of a put, or a whole atomic (an 8-byte add is never split).
+  using Held = std::variant<PutOp, AtomicOp>;
+  // A caller's put or atomic in flight. Its chunks carry the put's id as inner context.
   struct Put {
     std::uint64_t context = 0;
     int pending = 0;                 // chunks issued or pooled without an inner local completion
@@ -145,6 +151,10 @@ class ChaosFabric final : public Fabric {
     return per_cent > 0 && decide(what, 100) < static_cast<std::uint32_t>(per_cent);
   }
   void hold(const PutOp& op, std::uint64_t id);
+  void hold(const AtomicOp& op, std::uint64_t id);
+  // The window and backpressure of try_put and try_atomic_add around `hold_it` (which pools the op).
+  Result<bool> admit(const std::function<void()>& hold_it);
+  Result<bool> issue(const Held& held);
   Result<bool> release(std::size_t count);  // false: the inner fabric pushed back
   Status drain_inner();
   void on_inner_local(std::uint64_t id);
@@ -160,7 +170,7 @@ class ChaosFabric final : public Fabric {
   std::uint64_t schedule_ = 0xcbf2'9ce4'8422'2325ull;  // FNV-1a offset basis
   std::uint64_t next_id_ = 0;
   std::uint64_t tick_ = 0;
-  std::vector<PutOp> pool_;
+  std::vector<Held> pool_;
   std::unordered_map<std::uint64_t, Put> puts_;
   std::vector<Delayed> delayed_;
   std::vector<Completion> ready_;  // released, in delivery order (front first)
@@ -210,11 +220,25 @@ void ChaosFabric::hold(const PutOp& op, std::uint64_t id) {
   puts_.emplace(id, std::move(put));
 }
 
+// An atomic is held and released like a one-chunk put without an immediate: it may overtake or be overtaken
+// by anything else in the window, and its local completion is delayed like a put's, but it is never split.
+void ChaosFabric::hold(const AtomicOp& op, std::uint64_t id) {
+  AtomicOp held = op;
+  held.context = id;
+  pool_.push_back(held);
+  puts_.emplace(id, Put{op.context, 1, std::nullopt});
+}
+
+Result<bool> ChaosFabric::issue(const Held& held) {
+  if (const auto* put = std::get_if<PutOp>(&held)) return inner_->try_put(*put);
+  return inner_->try_atomic_add(std::get<AtomicOp>(held));
+}
+
 // Issues `count` chunks picked at random from the pool: a held put can overtake any later one.
 Result<bool> ChaosFabric::release(std::size_t count) {
   for (std::size_t i = 0; i < count && !pool_.empty(); ++i) {
     const std::size_t pick = decide(Decision::kPick, static_cast<std::uint32_t>(pool_.size()));
-    EPS_ASSIGN_OR_RETURN(bool posted, inner_->try_put(pool_[pick]));
+    EPS_ASSIGN_OR_RETURN(bool posted, issue(pool_[pick]));
     if (!posted) return false;
     pool_[pick] = pool_.back();
     pool_.pop_back();
@@ -282,6 +306,15 @@ void ChaosFabric::make_due() {
 
 Result<bool> ChaosFabric::try_put(const PutOp& op) {
   EPS_RETURN_IF_ERROR(inner_->validate(op));
+  return admit([&] { hold(op, next_id_++); });
+}
+
+Result<bool> ChaosFabric::try_atomic_add(const AtomicOp& op) {
+  EPS_RETURN_IF_ERROR(inner_->validate(op));
+  return admit([&] { hold(op, next_id_++); });
+}
+
+Result<bool> ChaosFabric::admit(const std::function<void()>& hold_it) {
   if (percent(Decision::kBackpressure, options_.backpressure)) return false;
   if (puts_.size() >= static_cast<std::size_t>(limits().max_outstanding_puts)) {
     EPS_RETURN_IF_ERROR(drain_inner());
@@ -293,7 +326,7 @@ Result<bool> ChaosFabric::try_put(const PutOp& op) {
     EPS_ASSIGN_OR_RETURN(bool room, release(pool_.size() - window + (window == 0 ? 0 : 1)));
     if (!room && pool_.size() >= std::max<std::size_t>(window, 1)) return false;
   }
-  hold(op, next_id_++);
+  hold_it();
   if (pool_.size() > window) EPS_RETURN_IF_ERROR(release(pool_.size() - window).status());
   return true;
 }

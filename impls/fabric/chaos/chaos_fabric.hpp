@@ -12,6 +12,10 @@
 //   of its chunks (local completion still implies placement);
 // - empty P: P per cent of poll calls return nothing although completions are ready (empty CQs);
 // - backpressure P: P per cent of try_put calls return false (nothing posted).
+// Remote atomics (try_atomic_add) go through the same window, delay and backpressure as puts, so an atomic
+// may overtake a put or be overtaken by one and its local completion comes late, but an atomic is never
+// split (an 8-byte add in pieces would not be one add) and its local completion still follows the inner
+// fabric's, i.e. the add is applied. atomic_support() is the inner fabric's.
 // Held puts and completions are released as the caller keeps calling try_put / poll / quiet, so a caller
 // that keeps polling always makes progress; quiet and barrier keep their contract (barrier is the inner
 // fabric's). ordered() is false. name() is "chaos(<inner name>)".

@@ -1,5 +1,6 @@
 #include "impls/fabric/libfabric/libfabric_fabric.hpp"
 
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -35,6 +36,8 @@ constexpr std::size_t kMaxReceivePool = 256;
 constexpr std::size_t kMaxOutstanding = 1 << 16;
 constexpr std::size_t kNameBytes = 256;
 constexpr std::uint64_t kImmMax = std::numeric_limits<std::uint32_t>::max();
+// The requested key of the atomic operand buffer: far above any region id (regions use their id as key).
+constexpr std::uint64_t kOperandKey = std::uint64_t{1} << 20;
 
 // Delivery-complete on every put that moves bytes: its local completion is the fabric.hpp kLocal promise
 // (placed at the target). A zero-byte put (immediate only) places no bytes, so "its bytes are placed"
@@ -98,6 +101,8 @@ class LibfabricFabric final : public FabricBase {
  protected:
   Result<std::span<std::byte>> create_region(int id, std::size_t bytes, std::byte* memory) override;
   Result<bool> post(const PutOp& op) override;
+  Status backend_atomic_support() const override { return atomic_support_; }
+  Result<bool> post_atomic(const AtomicOp& op) override;
   Status progress(std::vector<Completion>& sink) override;
   std::string backend_name() const override { return name_; }
   std::string backend_describe() const override { return describe_; }
@@ -115,6 +120,7 @@ class LibfabricFabric final : public FabricBase {
   Status place_region(MappedRegion& region, int id, std::size_t bytes);
   Status exchange_region(const Status& local, MappedRegion* region);
   Status post_receive(OpSlot& slot);
+  Status open_atomics(const ofi::SelectedProvider& selected);
   Status handle(const fi_cq_data_entry& entry, std::vector<Completion>& sink);
   Status read_error();
   OpSlot* slot_of(const void* context);
@@ -146,6 +152,8 @@ class LibfabricFabric final : public FabricBase {
   std::vector<std::unique_ptr<MappedRegion>> regions_;
   std::vector<OpSlot> slots_;  // put slots first, then the receive pool; never resized after open()
   std::vector<std::size_t> free_slots_;
+  Status atomic_support_ = Status(StatusCode::kUnavailable, "no remote atomics: the fabric is not open");
+  std::unique_ptr<MappedRegion> operands_;  // one 8-byte atomic operand per put slot (open_atomics)
   bool started_ = false;  // open() and FabricBase::start() succeeded on every rank: closing is collective
 };
 
@@ -154,6 +162,7 @@ LibfabricFabric::~LibfabricFabric() {
   // The endpoint first so that nothing is in flight on the registrations and queues closed after it.
   close_fid(ep_);
   regions_.clear();
+  operands_.reset();
   close_fid(av_);
   close_fid(cq_);
   close_fid(domain_);
@@ -268,6 +277,56 @@ Status LibfabricFabric::open_local() {
     slots_[i].receive = true;
     EPS_RETURN_IF_ERROR(post_receive(slots_[i]));
   }
+  return open_atomics(selected);
+}
+
+// Remote atomics where the provider has them: FI_ATOMIC granted by fi_getinfo and FI_SUM on FI_UINT64
+// confirmed by fi_query_atomic; otherwise atomic_support_ says why not (puts are unaffected). Each put slot
+// gets an 8-byte operand in one registered buffer: the add's source must stay put (and, under FI_MR_LOCAL,
+// be registered) until the atomic completes, like a put's source.
+Status LibfabricFabric::open_atomics(const ofi::SelectedProvider& selected) {
+  if (const std::string broken = ofi::broken_atomics(fi_->version(), spec_.prov_name); !broken.empty()) {
+    atomic_support_ = no_remote_atomics(name_, broken);
+    return Status();
+  }
+  if (!selected.atomics) {
+    atomic_support_ = no_remote_atomics(
+        name_,
+        selected.atomics_only_unordered
+            ? fmt::format("provider {} offers FI_ATOMIC only without FI_ORDER_WAW, and the fabric keeps "
+                          "write-after-write ordering (the signal strategies rely on it)",
+                          spec_.prov_name)
+            : fmt::format("provider {} does not offer FI_ATOMIC with the fabric's RMA capabilities",
+                          spec_.prov_name));
+    return Status();
+  }
+  fi_atomic_attr attr{};
+  const int rc = fi_query_atomic(domain_, FI_UINT64, FI_SUM, &attr, 0);
+  if (rc != 0 || attr.count < 1) {
+    atomic_support_ =
+        no_remote_atomics(name_, fmt::format("provider {} has no FI_SUM on FI_UINT64 (fi_query_atomic: {})",
+                                             spec_.prov_name, rc != 0 ? fi_->strerror(-rc) : "count 0"));
+    return Status();
+  }
+  // Host memory whatever the regions' plan: the CPU writes each operand just before posting.
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t bytes = static_cast<std::size_t>(limits_.max_outstanding_puts) * sizeof(std::uint64_t);
+  operands_ = std::make_unique<MappedRegion>();
+  operands_->mapped = (bytes + page - 1) / page * page;
+  void* base = mmap(nullptr, operands_->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) {
+    operands_->mapped = 0;
+    return environment(fmt::format("mmap of {} bytes for atomic operands failed", bytes));
+  }
+  operands_->base = static_cast<std::byte*>(base);
+  EPS_RETURN_IF_ERROR(ofi::register_memory(domain_, operands_->base, operands_->mapped, FI_READ | FI_WRITE,
+                                           kOperandKey, ofi::RegistrationPlan{}, 0, &operands_->mr));
+  if ((info_->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0) {
+    EPS_FI_CHECK(fi_mr_bind(operands_->mr, &ep_->fid, 0));
+    EPS_FI_CHECK(fi_mr_enable(operands_->mr));
+  }
+  operands_->desc = fi_mr_desc(operands_->mr);
+  atomic_support_ = Status();
   return Status();
 }
 
@@ -437,6 +496,40 @@ Result<bool> LibfabricFabric::post(const PutOp& op) {
   release(&slot);
   if (rc == -FI_EAGAIN) return false;
   return ofi::fi_status(rc, "fi_writemsg", __FILE__, __LINE__);
+}
+
+// fi_atomicmsg FI_SUM on one FI_UINT64, delivery-complete like a put: its local completion means the add
+// is applied at the target. On ordered providers FI_ORDER_WAW covers RMA and atomic writes alike, so the
+// add follows this rank's earlier puts to that peer.
+Result<bool> LibfabricFabric::post_atomic(const AtomicOp& op) {
+  if (free_slots_.empty()) return false;
+  const std::size_t index = free_slots_.back();
+  OpSlot& slot = slots_[index];
+  free_slots_.pop_back();
+  slot.context = op.context;
+  slot.peer = op.peer;
+  auto* operand = reinterpret_cast<std::uint64_t*>(operands_->base) + index;
+  *operand = op.value;
+  const MappedRegion& remote = *regions_[static_cast<std::size_t>(op.remote_region)];
+  const auto peer = static_cast<std::size_t>(op.peer);
+  fi_ioc ioc{operand, 1};
+  void* desc = operands_->desc;
+  fi_rma_ioc rma{remote.remote_addr[peer] + op.remote_offset, 1, remote.remote_key[peer]};
+  fi_msg_atomic msg{};
+  msg.msg_iov = &ioc;
+  msg.desc = &desc;
+  msg.iov_count = 1;
+  msg.addr = peers_[peer];
+  msg.rma_iov = &rma;
+  msg.rma_iov_count = 1;
+  msg.datatype = FI_UINT64;
+  msg.op = FI_SUM;
+  msg.context = &slot.provider;
+  const ssize_t rc = fi_atomicmsg(ep_, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
+  if (rc == 0) return true;
+  release(&slot);
+  if (rc == -FI_EAGAIN) return false;
+  return ofi::fi_status(rc, "fi_atomicmsg", __FILE__, __LINE__);
 }
 
 Status LibfabricFabric::post_receive(OpSlot& slot) {

@@ -16,6 +16,14 @@
 // ordered() is true only when the provider enabled FI_ORDER_WAW (+ FI_ORDER_RMA_WAW) on tx and rx for
 // messages up to max_put_bytes (provider.hpp waw_ordered).
 //
+// Atomics are fi_atomicmsg FI_SUM on one FI_UINT64 with FI_DELIVERY_COMPLETE, so their local completion means
+// the add is applied at the target; the operand sits in a registered host buffer, one 8-byte word per put
+// slot. They exist where fi_getinfo granted FI_ATOMIC (provider.hpp asks for it, and falls back to a
+// provider without it) and fi_query_atomic confirms FI_SUM on FI_UINT64; otherwise atomic_support() is
+// kUnavailable naming the provider and what it lacks. tcp;ofi_rxm emulates atomics with messages that the
+// target applies while it drives progress (so targets must keep polling, as for puts); shm applies them in
+// the target's progress as well. On ordered providers FI_ORDER_WAW orders atomic writes with RMA writes.
+//
 // Limits: max_put_bytes = min(kMaxPutBytes, ep max_msg_size); max_outstanding_puts = tx queue size.
 // Memory is page-aligned anonymous mappings (zero-filled), registered with FI_WRITE | FI_REMOTE_WRITE; with
 // FabricConfig::memory_device, the device's memory registered through FI_HMEM where the provider can

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <optional>
 
 #include <fmt/format.h>
@@ -36,6 +38,44 @@ Query run_query(const FiApi& fi, const ProviderSpec& spec, const HintOptions& op
                             node != nullptr ? FI_SOURCE : 0, hints.get(), &info);
   if (rc != 0) return {nullptr, rc};
   return {InfoPtr(info), 0};
+}
+
+// fi_getinfo return codes of queries already run in this process, by (provider, node, options): a provider's
+// answer does not change, and the atomic queries would otherwise add fi_getinfo calls (tens of milliseconds
+// each on socket providers) to every fabric made.
+class QueryMemo {
+ public:
+  std::optional<int> known(const ProviderSpec& spec, const HintOptions& options) const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = rcs_.find(key(spec, options));
+    if (it == rcs_.end()) return std::nullopt;
+    return it->second;
+  }
+  void remember(const ProviderSpec& spec, const HintOptions& options, int rc) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    rcs_[key(spec, options)] = rc;
+  }
+
+ private:
+  static std::string key(const ProviderSpec& spec, const HintOptions& options) {
+    return fmt::format("{}|{}|{}{}{}{}", spec.prov_name, spec.node, options.ordered,
+                       options.delivery_complete, options.msg, options.atomic);
+  }
+  mutable std::mutex mutex_;
+  std::map<std::string, int> rcs_;
+};
+
+QueryMemo& query_memo() {
+  static QueryMemo memo;
+  return memo;
+}
+
+// Whether the provider answers `options` at all, from the memo when it was asked before.
+bool offers(const FiApi& fi, const ProviderSpec& spec, const HintOptions& options) {
+  if (const std::optional<int> rc = query_memo().known(spec, options)) return *rc == 0;
+  const int rc = run_query(fi, spec, options).rc;
+  query_memo().remember(spec, options, rc);
+  return rc == 0;
 }
 
 std::string label(const ProviderSpec& spec) { return fmt::format("libfabric:{}", spec.variant); }
@@ -89,6 +129,7 @@ InfoPtr make_hints(const FiApi& fi, const ProviderSpec& spec, const HintOptions&
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
   if (options.msg) hints->caps |= FI_MSG | FI_RECV;
+  if (options.atomic) hints->caps |= FI_ATOMIC;
   hints->mode = kModes;
   hints->domain_attr->mr_mode = kMrModes;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -127,16 +168,29 @@ Result<SelectedProvider> select_provider(const ProviderSpec& spec) {
   }
   const FiApi& fi = **loaded;
   int first_rc = 0;
+  // A provider whose atomics are known to be broken is opened without FI_ATOMIC: nothing of it changes.
+  const bool want_atomics = broken_atomics(fi.version(), spec.prov_name).empty();
   for (const bool ordered : {true, false}) {
-    Query query = run_query(fi, spec, HintOptions{ordered, true, false});
-    if (query.rc == 0 && (query.info->mode & FI_RX_CQ_DATA) != 0) {
-      query = run_query(fi, spec, HintOptions{ordered, true, true});
+    for (const bool atomic : {true, false}) {
+      if (atomic && !want_atomics) continue;
+      // A combination this provider refused before is not asked again (it only costs time).
+      const HintOptions first{ordered, true, false, atomic};
+      if (atomic && query_memo().known(spec, first).value_or(0) != 0) continue;
+      Query query = run_query(fi, spec, first);
+      if (atomic) query_memo().remember(spec, first, query.rc);
+      if (query.rc == 0 && (query.info->mode & FI_RX_CQ_DATA) != 0) {
+        query = run_query(fi, spec, HintOptions{ordered, true, true, atomic});
+      }
+      if (query.rc == 0) {
+        EPS_RETURN_IF_ERROR(check_info(spec, *query.info));
+        const bool atomics = atomic && (query.info->caps & FI_ATOMIC) != 0;
+        // Tell "no atomics at all" from "atomics only without the ordering" (tcp;ofi_rxm 1.17).
+        const bool unordered_atomics =
+            !atomic && ordered && want_atomics && offers(fi, spec, HintOptions{false, true, false, true});
+        return SelectedProvider{std::move(query.info), ordered, atomics, unordered_atomics};
+      }
+      if (first_rc == 0 && !atomic) first_rc = query.rc;  // the message names the plain query's failure
     }
-    if (query.rc == 0) {
-      EPS_RETURN_IF_ERROR(check_info(spec, *query.info));
-      return SelectedProvider{std::move(query.info), ordered};
-    }
-    if (first_rc == 0) first_rc = query.rc;
   }
   if (run_query(fi, spec, HintOptions{false, false, false}).rc == 0) {
     return Status(
@@ -147,6 +201,16 @@ Result<SelectedProvider> select_provider(const ProviderSpec& spec) {
   }
   return Status(StatusCode::kUnavailable, fmt::format("{}: provider {} not available here (fi_getinfo: {})",
                                                       label(spec), spec.prov_name, fi.strerror(-first_rc)));
+}
+
+std::string broken_atomics(std::uint32_t version, std::string_view provider) {
+  if (provider == "shm" && FI_VERSION_LT(version, FI_VERSION(1, 18))) {
+    return fmt::format(
+        "provider shm of libfabric {}.{} corrupts the operands of delivery-complete atomics with many in "
+        "flight (an unchecked inject-buffer pool); not used",
+        FI_MAJOR(version), FI_MINOR(version));
+  }
+  return "";
 }
 
 Result<std::string> interface_ipv4(const std::string& iface) {

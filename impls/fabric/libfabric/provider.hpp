@@ -13,10 +13,12 @@
 // FI_THREAD_DOMAIN (a Fabric is used by one thread at a time); optionally tx/rx msg_order FI_ORDER_WAW
 // (+ FI_ORDER_RMA_WAW) and tx op_flags FI_DELIVERY_COMPLETE.
 //
-// select_provider tries, in order, {ordered, delivery-complete} then {delivery-complete} and takes the
-// first fi_info. Delivery-complete is required, not merely preferred: a put's local completion must mean
-// its bytes are placed at the target (fabric.hpp kLocal; sender-barrier, docs/fabrics.md 6.2 relies on it),
-// and a provider that only offers transmit-complete would weaken that silently, so it is refused with a
+// select_provider tries, in order, {ordered, delivery-complete} then {delivery-complete}, each first with
+// FI_ATOMIC in caps and then without (a provider without remote atomics still serves puts; its fabric then
+// refuses atomics saying so), and takes the first fi_info. Ordering comes before atomics: the signal
+// strategies rely on it. Delivery-complete is required, not merely preferred: a put's local completion must
+// mean its bytes are placed at the target (fabric.hpp kLocal; sender-barrier, docs/fabrics.md 6.2 relies on
+// it), and a provider that only offers transmit-complete would weaken that silently, so it is refused with a
 // kEnvironment error that says so. So are cq_data_size < 4 (immediates are 32 bits, docs/fabrics.md 6.1) and
 // mr_key_size > 8. A missing provider is kEnvironment "libfabric:efa: provider efa not available here
 // (fi_getinfo: No data available)".
@@ -59,6 +61,7 @@ struct HintOptions {
   bool ordered = true;            // ask for FI_ORDER_WAW (+ FI_ORDER_RMA_WAW) on tx and rx
   bool delivery_complete = true;  // ask for tx op_flags FI_DELIVERY_COMPLETE
   bool msg = false;               // add FI_MSG | FI_RECV (posted receives for FI_RX_CQ_DATA)
+  bool atomic = false;            // add FI_ATOMIC (remote atomic adds, fabric.hpp try_atomic_add)
 };
 
 // nullptr only when fi_allocinfo runs out of memory.
@@ -70,13 +73,23 @@ std::uint64_t waw_order_bits();
 bool waw_ordered(const fi_info& info, std::size_t max_put_bytes);
 
 struct SelectedProvider {
-  InfoPtr info;        // the first fi_info of the successful query
-  bool asked_ordered;  // the query asked for WAW ordering (the provider enables it only when asked)
+  InfoPtr info;          // the first fi_info of the successful query
+  bool asked_ordered;    // the query asked for WAW ordering (the provider enables it only when asked)
+  bool atomics = false;  // the query asked for FI_ATOMIC and got it
+  // Without atomics: the provider would offer FI_ATOMIC if the fabric gave up write-after-write ordering.
+  bool atomics_only_unordered = false;
 };
 
 // Runs the fi_getinfo queries described above (fi_getinfo is not collective). Loads libfabric first:
 // kEnvironment "libfabric:shm: libfabric.so.1 cannot be loaded: <dlerror>" where it cannot.
 Result<SelectedProvider> select_provider(const ProviderSpec& spec);
+
+// Why a provider's remote atomics, although offered, must not be used in libfabric `version` (FI_VERSION);
+// empty when nothing is known against them. The shm provider up to libfabric 1.17 corrupts the operands of
+// delivery-complete atomics when many are in flight (the target's inject-buffer pool is taken without a
+// check; conformance ConcurrentAddsSumExactly found sums off by garbage, and a crash when they were
+// throttled). Later versions are used as they are, and the conformance suite checks them.
+std::string broken_atomics(std::uint32_t version, std::string_view provider);
 
 // The IPv4 address of network interface `iface` ("lo" -> "127.0.0.1"); kInvalidArgument naming --iface and
 // the interfaces that exist when it has none.

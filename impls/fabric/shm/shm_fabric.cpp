@@ -119,6 +119,8 @@ class ShmFabric final : public FabricBase {
  protected:
   Result<std::span<std::byte>> create_region(int id, std::size_t bytes, std::byte* memory) override;
   Result<bool> post(const PutOp& op) override;
+  Status backend_atomic_support() const override { return Status(); }
+  Result<bool> post_atomic(const AtomicOp& op) override;
   Status progress(std::vector<Completion>& sink) override;
   std::string backend_name() const override { return "shm"; }
   std::string backend_describe() const override {
@@ -230,6 +232,21 @@ Result<bool> ShmFabric::post(const PutOp& op) {
   if (op.imm && !target_ring.push(*op.imm)) {
     return environment("completion ring to rank {} filled although it had room (two producers?)", op.peer);
   }
+  local_done_.push_back(Completion{CompletionKind::kLocal, op.context, 0});
+  return true;
+}
+
+// The add is a CPU atomic on the peer's mapped segment, done inside try_atomic_add like a put's memmove, so
+// it is applied before its local completion is even queued. Puts are placed at post time too, so an atomic
+// follows this rank's earlier puts in program order; the release half of the read-modify-write publishes
+// their bytes to a target that reads the word with an acquire load (load_atomic_u64), hence ordered().
+// Atomics from different ranks meet in the same lock-free 64-bit read-modify-write on shared memory.
+Result<bool> ShmFabric::post_atomic(const AtomicOp& op) {
+  std::byte* word =
+      regions_[static_cast<std::size_t>(op.remote_region)][static_cast<std::size_t>(op.peer)].data() +
+      op.remote_offset;
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(word))
+      .fetch_add(op.value, std::memory_order_acq_rel);
   local_done_.push_back(Completion{CompletionKind::kLocal, op.context, 0});
   return true;
 }

@@ -11,6 +11,12 @@
 // Puts. A put is a memmove from this rank's segment into the peer's mapped segment, done inside try_put
 // (placement at post time), so the local completion is immediate: it is queued for the next poll.
 //
+// Atomics. An atomic add is a lock-free 64-bit fetch-add (std::atomic_ref, acquire-release) on the peer's
+// mapped segment, done inside try_atomic_add: applied at post time like a put, so it is ordered after this
+// rank's earlier puts, and its local completion is queued the same way. The shm rings carry only
+// immediates, never bytes or adds, so nothing an atomic does has to travel through them. Atomics from every
+// rank of the host act on the same physical word and are atomic with each other.
+//
 // Remote completions. Each target owns a control segment holding one ShmRing (shm_ring.hpp) per source
 // rank: single producer, single consumer, in issue order. A put with an immediate first checks that its
 // ring has room (no room: try_put returns false, nothing written), copies the bytes, then publishes the

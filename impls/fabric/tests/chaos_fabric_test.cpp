@@ -54,6 +54,28 @@ class RecordingFabric final : public Fabric {
     if (op.imm) pending_.push_back(Completion{CompletionKind::kRemote, 0, *op.imm});
     return true;
   }
+  Status atomic_support() const override { return Status(); }
+  Status validate(const AtomicOp& op) const override {
+    if (op.peer != 0) return out_of_range("atomic.peer", 0, 0, op.peer);
+    if (op.remote_offset % kAtomicBytes != 0) return invalid_argument("atomic.remote_offset", "unaligned");
+    return Status();
+  }
+  // Applies the add at once and records it in the posting sequence (as a put of 8 bytes with the atomic's
+  // context and no immediate, plus its value in `atomic_values_`).
+  Result<bool> try_atomic_add(const AtomicOp& op) override {
+    EPS_RETURN_IF_ERROR(validate(op));
+    if (refuse_) return false;
+    std::byte* word = memory_[static_cast<std::size_t>(op.remote_region)].data() + op.remote_offset;
+    std::uint64_t value = 0;
+    std::memcpy(&value, word, sizeof value);
+    value += op.value;
+    std::memcpy(word, &value, sizeof value);
+    posted_.push_back(Posted{
+        PutOp{0, -1, 0, op.remote_region, op.remote_offset, kAtomicBytes, {}, op.context}, polled_locals_});
+    atomic_values_.push_back(op.value);
+    pending_.push_back(Completion{CompletionKind::kLocal, op.context, 0});
+    return true;
+  }
   Result<std::size_t> poll(std::span<Completion> out) override {
     std::size_t n = 0;
     while (n < out.size() && !pending_.empty()) {
@@ -72,7 +94,8 @@ class RecordingFabric final : public Fabric {
   }
 
   std::vector<std::vector<std::byte>> memory_;
-  std::vector<Posted> posted_;
+  std::vector<Posted> posted_;  // atomics appear with local_region -1
+  std::vector<std::uint64_t> atomic_values_;
   std::vector<Completion> pending_;
   std::size_t polled_locals_ = 0;
   bool refuse_ = false;
@@ -99,6 +122,21 @@ struct Harness {
       poll();
     }
     FAIL() << "never accepted";
+  }
+  // Posts an atomic add, polling while refused.
+  void add(std::size_t offset, std::uint64_t value, std::uint64_t context) {
+    for (int attempt = 0; attempt < 10000; ++attempt) {
+      Result<bool> r = chaos->try_atomic_add(AtomicOp{0, dst.id, offset, value, context});
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      if (*r) return;
+      poll();
+    }
+    FAIL() << "never accepted";
+  }
+  std::uint64_t word(std::size_t offset) const {
+    std::uint64_t value = 0;
+    std::memcpy(&value, dst.local.data() + offset, sizeof value);
+    return value;
   }
   std::size_t poll() {
     std::array<Completion, 8> out;
@@ -305,6 +343,65 @@ TEST(ChaosFabric, InnerBackpressureKeepsPutsHeld) {
   h.poll_until_complete(2, 2);
   EXPECT_EQ(h.inner->posted_.size(), 2u);
   EXPECT_TRUE(h.placed(0, 16));
+}
+
+// Atomics through the decorator (split 64, so any 8-byte op could in principle be cut): every caller atomic
+// reaches the inner fabric as exactly one whole 8-byte add with its value, the words hold the sums of what
+// was sent (computed here), each atomic gets one local completion with its context, and the window lets
+// atomics and puts overtake each other.
+TEST(ChaosFabric, AtomicsAreHeldAndReorderedButNeverSplit) {
+  Harness h("seed=12,window=8,split=64,delay=3,empty=20,backpressure=10");
+  constexpr std::uint32_t kOps = 300, kWords = 5;
+  std::vector<std::uint64_t> expected(kWords, 0);
+  std::uint32_t atomics = 0;
+  for (std::uint32_t i = 0; i < kOps; ++i) {
+    if (i % 3 == 0) {
+      h.put(4096 + i * 8, 8, {}, 5000 + i);  // puts outside the counters
+      continue;
+    }
+    const std::uint64_t value = 0x1'0000'0001ull * (i + 1);
+    expected[i % kWords] += value;
+    h.add((i % kWords) * 8, value, 5000 + i);
+    ++atomics;
+  }
+  ASSERT_TRUE(h.chaos->quiet(Deadline(5.0)).ok());
+  h.poll_until_complete(kOps, 0);
+  for (std::uint32_t w = 0; w < kWords; ++w) EXPECT_EQ(h.word(w * 8), expected[w]) << "word " << w;
+  ASSERT_EQ(h.inner->atomic_values_.size(), atomics) << "an atomic was split or duplicated";
+  std::multiset<std::uint64_t> inner_values(h.inner->atomic_values_.begin(), h.inner->atomic_values_.end());
+  for (std::uint32_t i = 0; i < kOps; ++i) {
+    if (i % 3 != 0) {
+      EXPECT_EQ(inner_values.count(0x1'0000'0001ull * (i + 1)), 1u) << "atomic " << i;
+    }
+  }
+  std::map<std::uint64_t, int> locals;
+  for (const Completion& c : h.got) {
+    if (c.kind == CompletionKind::kLocal) ++locals[c.context];
+  }
+  for (std::uint32_t i = 0; i < kOps; ++i) EXPECT_EQ(locals[5000 + i], 1) << "operation " << i;
+  // Posting order at the inner fabric versus issue order (the context numbers the caller's issue order).
+  std::set<std::uint64_t> inner_contexts;
+  int inversions = 0;
+  std::uint64_t last = 0;
+  for (const auto& p : h.inner->posted_) {
+    EXPECT_EQ(p.op.bytes, 8u);
+    inversions += p.op.context < last;
+    last = p.op.context;
+    inner_contexts.insert(p.op.context);
+  }
+  EXPECT_EQ(inner_contexts.size(), kOps);
+  EXPECT_GT(inversions, 0) << "chaos never reordered atomics and puts";
+}
+
+// The decorator's atomic support and argument checks are the inner fabric's: validate and try_atomic_add
+// refuse an unaligned word with the inner's message.
+TEST(ChaosFabric, AtomicSupportIsTheInnerFabrics) {
+  Harness h("seed=1");
+  EXPECT_TRUE(h.chaos->atomic_support().ok());
+  const Status unaligned = h.chaos->validate(AtomicOp{0, h.dst.id, 4, 1, 0});
+  EXPECT_EQ(unaligned.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unaligned.message().find("atomic.remote_offset"), std::string::npos) << unaligned.message();
+  EXPECT_EQ(h.chaos->try_atomic_add(AtomicOp{0, h.dst.id, 4, 1, 0}).status().message(), unaligned.message());
 }
 
 }  // namespace

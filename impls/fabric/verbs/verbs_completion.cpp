@@ -79,10 +79,12 @@ Result<WcEvent> classify(const ibv_wc& wc, const SendSlots& slots) {
     }
     return WcEvent{CompletionKind::kRemote, 0, recv_wr_id_qp(wc.wr_id), imm_from_wire(wc.imm_data)};
   }
-  if (wc.opcode != IBV_WC_RDMA_WRITE) {
+  if (wc.opcode != IBV_WC_RDMA_WRITE && wc.opcode != IBV_WC_FETCH_ADD) {
     return Status(StatusCode::kEnvironment,
-                  fmt::format("send completion with opcode {}, expected an RDMA write (opcode {})",
-                              static_cast<int>(wc.opcode), static_cast<int>(IBV_WC_RDMA_WRITE)));
+                  fmt::format("send completion with opcode {}, expected an RDMA write (opcode {}) or a "
+                              "fetch-and-add (opcode {})",
+                              static_cast<int>(wc.opcode), static_cast<int>(IBV_WC_RDMA_WRITE),
+                              static_cast<int>(IBV_WC_FETCH_ADD)));
   }
   return WcEvent{CompletionKind::kLocal, static_cast<std::uint32_t>(wc.wr_id), 0, 0};
 }

@@ -10,7 +10,8 @@
 //   index p is the QP connected to rank p; verbs:efa has one SRD QP, index 0).
 //
 // `classify(wc)` returns what a completion means:
-// - a successful send completion (IBV_WC_RDMA_WRITE): kLocal for its slot. On RC this completion comes
+// - a successful send completion (IBV_WC_RDMA_WRITE, or IBV_WC_FETCH_ADD for an atomic add, whose completion
+//   comes after the responder executed it): kLocal for its slot. On RC this completion comes
 //   after the responder acknowledged the write, and an RC responder acknowledges only data it has placed,
 //   so local completion implies placement at the target (fabric.hpp delivery-complete semantics). On EFA
 //   SRD the send completion is likewise generated after the remote side acknowledged the packet.

@@ -18,6 +18,7 @@
 
 #include "impls/fabric/fabric_base.hpp"
 #include "impls/fabric/verbs/verbs_api.hpp"
+#include "impls/fabric/verbs/verbs_atomic.hpp"
 #include "impls/fabric/verbs/verbs_check.hpp"
 #include "impls/fabric/verbs/verbs_completion.hpp"
 #include "impls/fabric/verbs/verbs_dmabuf.hpp"
@@ -85,6 +86,8 @@ class VerbsFabric final : public FabricBase {
  protected:
   Result<std::span<std::byte>> create_region(int id, std::size_t bytes, std::byte* memory) override;
   Result<bool> post(const PutOp& op) override;
+  Status backend_atomic_support() const override { return atomic_support_; }
+  Result<bool> post_atomic(const AtomicOp& op) override;
   Status progress(std::vector<Completion>& sink) override;
   std::string backend_name() const override { return variant_name(variant_); }
   std::string backend_describe() const override;
@@ -104,6 +107,9 @@ class VerbsFabric final : public FabricBase {
   Result<std::vector<PeerAddress>> exchange_addresses();
   Result<bool> post_rc(const PutOp& op, std::uint32_t slot);
   Result<bool> post_srd(const PutOp& op, std::uint32_t slot);
+  // Claims a send slot and send-queue entry for `peer` and posts through `post_wr`; false: backpressure.
+  template <typename PostWr>
+  Result<bool> post_send(int peer, std::uint64_t context, PostWr&& post_wr);
   // `memory` null: allocate `bytes` zero-filled; otherwise register the caller's memory.
   Result<Memory> register_memory(std::size_t bytes, int access, std::byte* memory = nullptr);
   Result<std::span<std::byte>> register_region(int id, std::size_t bytes, std::byte* memory);
@@ -126,6 +132,8 @@ class VerbsFabric final : public FabricBase {
   std::vector<ibv_ah*> ahs_;                // EFA: index = peer
   std::vector<std::uint32_t> remote_qpns_;  // EFA: the peers' SRD QP numbers
   Memory scratch_;
+  Memory atomic_result_;  // the 8-byte word every fetch-and-add returns its (ignored) old value into
+  Status atomic_support_ = Status(StatusCode::kUnavailable, "no remote atomics: the fabric is not open");
   std::vector<Memory> regions_;  // backend region indices
   std::string device_name_;
   LocalPort port_;
@@ -168,6 +176,7 @@ Status VerbsFabric::teardown() {
   if (cq_ != nullptr) check(ibv_->destroy_cq(cq_), "ibv_destroy_cq");
   cq_ = nullptr;
   release(scratch_);
+  release(atomic_result_);
   if (pd_ != nullptr) check(ibv_->dealloc_pd(pd_), "ibv_dealloc_pd");
   pd_ = nullptr;
   if (context_ != nullptr) check(ibv_->close_device(context_), "ibv_close_device");
@@ -303,6 +312,11 @@ Result<Memory> VerbsFabric::register_device_memory(std::size_t bytes, int access
 Status VerbsFabric::open_queues() {
   EPS_VERBS_ASSIGN_OR_RETURN(pd_, ibv_->alloc_pd(context_));
   EPS_ASSIGN_OR_RETURN(scratch_, register_memory(kScratchBytes, IBV_ACCESS_LOCAL_WRITE));
+  atomic_support_ = verbs::atomic_support(variant_name(variant_), variant_ == Variant::kEfa,
+                                          device_attr_.atomic_cap, device_name_);
+  if (atomic_support_.ok()) {
+    EPS_ASSIGN_OR_RETURN(atomic_result_, register_memory(kAtomicBytes, IBV_ACCESS_LOCAL_WRITE));
+  }
   int max_wr = device_attr_.max_qp_wr;
   int qps = size();
   int recv = kRecvPerQp;
@@ -353,7 +367,7 @@ Status VerbsFabric::create_rc_qps() {
     init.sq_sig_all = 0;
     EPS_VERBS_ASSIGN_OR_RETURN(ibv_qp * qp, ibv_->create_qp(pd_, &init));
     qps_.push_back(qp);
-    QpTransition t = rc_init(port_);
+    QpTransition t = rc_init(port_, atomic_support_.ok());
     EPS_VERBS_CHECK(ibv_->modify_qp(qp, &t.attr, t.mask));
   }
   return Status();
@@ -471,7 +485,7 @@ Result<std::span<std::byte>> VerbsFabric::register_region(int id, std::size_t by
   if (static_cast<std::size_t>(id) != regions_.size()) {
     return Status(StatusCode::kEnvironment, fmt::format("region {} created out of order", id));
   }
-  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  const int access = region_access(atomic_support_.ok());
   const bool on_device = memory == nullptr && memory_plan_.kind == VerbsRegistration::kDmaBuf;
   EPS_ASSIGN_OR_RETURN(Memory registered, on_device ? register_device_memory(bytes, access)
                                                     : register_memory(bytes, access, memory));
@@ -549,12 +563,13 @@ Result<bool> VerbsFabric::post_srd(const PutOp& op, std::uint32_t slot) {
 #endif
 }
 
-Result<bool> VerbsFabric::post(const PutOp& op) {
-  const std::size_t qp = variant_ == Variant::kRc ? static_cast<std::size_t>(op.peer) : 0;
+template <typename PostWr>
+Result<bool> VerbsFabric::post_send(int peer, std::uint64_t context, PostWr&& post_wr) {
+  const std::size_t qp = variant_ == Variant::kRc ? static_cast<std::size_t>(peer) : 0;
   if (sends_in_queue_[qp] >= depths_.send) return false;
-  const std::optional<std::uint32_t> slot = slots_.acquire(op.context, op.peer);
+  const std::optional<std::uint32_t> slot = slots_.acquire(context, peer);
   if (!slot) return false;
-  Result<bool> posted = variant_ == Variant::kRc ? post_rc(op, *slot) : post_srd(op, *slot);
+  Result<bool> posted = post_wr(*slot);
   if (!posted.ok() || !*posted) {
     EPS_RETURN_IF_ERROR(slots_.release(*slot).status());
     if (!posted.ok()) return prefixed(posted.status(), variant_);
@@ -562,6 +577,29 @@ Result<bool> VerbsFabric::post(const PutOp& op) {
   }
   ++sends_in_queue_[qp];
   return true;
+}
+
+Result<bool> VerbsFabric::post(const PutOp& op) {
+  return post_send(op.peer, op.context, [&](std::uint32_t slot) {
+    return variant_ == Variant::kRc ? post_rc(op, slot) : post_srd(op, slot);
+  });
+}
+
+// Only verbs:rc gets here (atomic_support_ refuses verbs:efa before any post).
+Result<bool> VerbsFabric::post_atomic(const AtomicOp& op) {
+  return post_send(op.peer, op.context, [&](std::uint32_t slot) -> Result<bool> {
+    const RegionKey& remote =
+        regions_[static_cast<std::size_t>(op.remote_region)].remote[static_cast<std::size_t>(op.peer)];
+    ibv_sge result{reinterpret_cast<std::uintptr_t>(atomic_result_.base),
+                   static_cast<std::uint32_t>(kAtomicBytes), atomic_result_.mr->lkey};
+    ibv_send_wr wr =
+        fetch_add_request(send_wr_id(slot), remote.addr + op.remote_offset, remote.rkey, op.value, &result);
+    ibv_send_wr* bad = nullptr;
+    const int rc = ibv_post_send(qps_[static_cast<std::size_t>(op.peer)], &wr, &bad);
+    if (rc == ENOMEM) return false;
+    EPS_VERBS_CHECK(rc);
+    return true;
+  });
 }
 
 Status VerbsFabric::progress(std::vector<Completion>& sink) {

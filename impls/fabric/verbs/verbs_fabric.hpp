@@ -13,6 +13,13 @@
 // efadv_query_device reports RDMA write; ordered() is false (SRD delivers out of order). A build without
 // efadv fails creation with "verbs:efa: built without efadv".
 //
+// Atomics (verbs_atomic.hpp): verbs:rc posts IBV_WR_ATOMIC_FETCH_AND_ADD on the peer's RC QP, its old value
+// returned into one registered 8-byte scratch word that is never read; regions and QPs get
+// IBV_ACCESS_REMOTE_ATOMIC. Available when the device's atomic_cap is not IBV_ATOMIC_NONE; the send
+// completion follows the responder's execution (applied at the target), and RC executes one QP's requests
+// in order (ordered after earlier puts). verbs:efa has no atomics: SRD offers none, atomic_support() is
+// kUnavailable saying so.
+//
 // Both variants:
 // - Local completions: a put's local completion is its signaled send completion. RC generates it after
 //   the responder acknowledged the write, and a responder acknowledges only after placing the data, so

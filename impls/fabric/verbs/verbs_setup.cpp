@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "impls/fabric/verbs/verbs_atomic.hpp"
+
 namespace eps::fabric::verbs {
 namespace {
 
@@ -86,12 +88,12 @@ std::uint32_t initial_psn(int rank, int peer) {
   return ((static_cast<std::uint32_t>(rank) & 0xfff) << 12) | (static_cast<std::uint32_t>(peer) & 0xfff);
 }
 
-QpTransition rc_init(const LocalPort& local) {
+QpTransition rc_init(const LocalPort& local, bool remote_atomics) {
   QpTransition t;
   t.attr.qp_state = IBV_QPS_INIT;
   t.attr.pkey_index = 0;
   t.attr.port_num = local.port;
-  t.attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  t.attr.qp_access_flags = static_cast<unsigned>(region_access(remote_atomics));
   t.mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
   return t;
 }

@@ -18,13 +18,14 @@
 // address, often 3). InfiniBand ports route by LID and ignore the GID unless they cross subnets.
 //
 // QP transitions. verbs:rc connects one RC QP per peer (itself included): RESET->INIT (port, P_Key 0,
-// remote write access), INIT->RTR (path MTU = min of both ports' active MTU, peer QP number, receive PSN
-// = the peer's send PSN, address vector: LID on InfiniBand; GRH with the peer's GID, `gid_index` and hop
-// limit 64 on RoCE, where it is mandatory), RTR->RTS (send PSN, timeout 14 = 4.096 us * 2^14 ~ 67 ms,
-// retry count 7, RNR retry 7 = retry for ever: a receiver that has not yet re-posted a receive slows
-// the sender down instead of failing it). verbs:efa's SRD QP: RESET->INIT (port, P_Key 0, Q_Key),
-// INIT->RTR (state only), RTR->RTS (send PSN, and RNR retry 7 when the device reports RNR retry).
-// Each function returns the attributes and the exact ibv_modify_qp attribute mask to pass with them.
+// remote write access, and remote atomic access when the fabric has atomics), INIT->RTR (path MTU = min of
+// both ports' active MTU, peer QP number, receive PSN = the peer's send PSN, address vector: LID on
+// InfiniBand; GRH with the peer's GID, `gid_index` and hop limit 64 on RoCE, where it is mandatory), RTR->RTS
+// (send PSN, timeout 14 = 4.096 us * 2^14 ~ 67 ms, retry count 7, RNR retry 7 = retry for ever: a receiver
+// that has not yet re-posted a receive slows the sender down instead of failing it). verbs:efa's SRD QP:
+// RESET->INIT (port, P_Key 0, Q_Key), INIT->RTR (state only), RTR->RTS (send PSN, and RNR retry 7 when the
+// device reports RNR retry). Each function returns the attributes and the exact ibv_modify_qp attribute mask
+// to pass with them.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -86,7 +87,8 @@ struct LocalPort {
   int gid_index = 0;
 };
 
-QpTransition rc_init(const LocalPort& local);
+// `remote_atomics`: the QP also accepts remote atomics (the fabric has them, verbs_atomic.hpp).
+QpTransition rc_init(const LocalPort& local, bool remote_atomics = false);
 // kEnvironment when the peer is on another link layer than this port (InfiniBand with RoCE).
 Result<QpTransition> rc_rtr(const LocalPort& local, const PeerAddress& remote, int remote_rank);
 QpTransition rc_rts(std::uint32_t send_psn);

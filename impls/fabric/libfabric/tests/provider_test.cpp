@@ -72,6 +72,24 @@ TEST(Hints, OptionsToggleOrderingCompletionAndMessages) {
   EXPECT_EQ(hints->caps, FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_MSG | FI_RECV);
 }
 
+TEST(Hints, AtomicOptionAddsFiAtomic) {
+  const ProviderSpec spec{"tcp", "tcp;ofi_rxm", "", true};
+  InfoPtr hints = make_hints(fi(), spec, HintOptions{true, true, false, true});
+  ASSERT_NE(hints, nullptr);
+  EXPECT_EQ(hints->caps, FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_ATOMIC);
+  EXPECT_EQ(make_hints(fi(), spec, HintOptions{})->caps & FI_ATOMIC, 0u);
+}
+
+TEST(Atomics, ShmProviderUpTo117IsRefusedWithItsReasonOthersAreNot) {
+  EXPECT_EQ(broken_atomics(FI_VERSION(1, 17), "shm"),
+            "provider shm of libfabric 1.17 corrupts the operands of delivery-complete atomics with many in "
+            "flight (an unchecked inject-buffer pool); not used");
+  EXPECT_NE(broken_atomics(FI_VERSION(1, 9), "shm"), "");
+  EXPECT_EQ(broken_atomics(FI_VERSION(1, 18), "shm"), "");
+  EXPECT_EQ(broken_atomics(FI_VERSION(1, 17), "tcp;ofi_rxm"), "");
+  EXPECT_EQ(broken_atomics(FI_VERSION(1, 17), "efa"), "");
+}
+
 InfoPtr ordered_info(std::uint64_t tx_order, std::uint64_t rx_order, std::size_t waw_size) {
   InfoPtr info(fi().allocinfo());
   info->tx_attr->msg_order = tx_order;
@@ -164,6 +182,17 @@ TEST(Select, ShmGivesDeliveryCompleteAnd32BitImmediates) {
   EXPECT_GE(info.domain_attr->cq_data_size, 4u);
   EXPECT_EQ(info.domain_attr->mr_mode & FI_MR_RAW, 0u);
   EXPECT_EQ(info.caps & (FI_RMA | FI_WRITE | FI_REMOTE_WRITE), FI_RMA | FI_WRITE | FI_REMOTE_WRITE);
+}
+
+// tcp;ofi_rxm (libfabric 1.17) offers FI_ATOMIC only without write-after-write ordering: the selection keeps
+// the ordering and records why there are no atomics. Skips where the provider behaves otherwise.
+TEST(Select, TcpKeepsOrderingAndSaysAtomicsNeedItGone) {
+  const Result<std::string> lo = interface_ipv4("lo");
+  if (!lo.ok()) GTEST_SKIP() << lo.status().message();
+  Result<SelectedProvider> selected = select_provider(ProviderSpec{"tcp", "tcp;ofi_rxm", *lo, true});
+  if (!selected.ok()) GTEST_SKIP() << selected.status().message();
+  if (selected->atomics || !selected->asked_ordered) GTEST_SKIP() << "this tcp;ofi_rxm orders atomics too";
+  EXPECT_TRUE(selected->atomics_only_unordered);
 }
 
 }  // namespace

@@ -63,6 +63,16 @@ TEST(VerbsCompletion, SuccessfulWriteIsLocalCompletionOfItsSlot) {
   EXPECT_EQ(e->slot, 2u);
 }
 
+TEST(VerbsCompletion, SuccessfulFetchAndAddIsLocalCompletionOfItsSlot) {
+  SendSlots slots(4);
+  const Result<WcEvent> e = classify(completion(send_wr_id(3), IBV_WC_SUCCESS, IBV_WC_FETCH_ADD), slots);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ(e->kind, CompletionKind::kLocal);
+  EXPECT_EQ(e->slot, 3u);
+  expect_message_has(classify(completion(send_wr_id(0), IBV_WC_SUCCESS, IBV_WC_COMP_SWAP), slots).status(),
+                     "or a fetch-and-add (opcode 4)");
+}
+
 TEST(VerbsCompletion, WriteWithImmediateIsRemoteCompletionInHostOrder) {
   SendSlots slots(1);
   ibv_wc wc = completion(recv_wr_id(3), IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM);
