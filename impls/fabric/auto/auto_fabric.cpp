@@ -65,16 +65,23 @@ class AutoFabric final : public Fabric {
     EPS_ASSIGN_OR_RETURN(const Route route, route_of(op));
     return route.part->try_put(route.op);
   }
-  // Atomics need both parts: which part carries one depends on the peer, and a caller cannot tell.
+  // Atomics need both parts: which part carries one depends on the peer, and a caller cannot tell. Without
+  // them every atomic is refused alike, in this fabric's name with the part's reason (found on the virtual
+  // cluster: shm took intra-node adds while atomic_support() said no).
   Status atomic_support() const override {
-    EPS_RETURN_IF_ERROR(intra_->atomic_support());
-    return inter_->atomic_support();
+    for (const Fabric* part : {intra_.get(), inter_.get()}) {
+      const Status support = part->atomic_support();
+      if (!support.ok()) return no_remote_atomics(name(), support.message());
+    }
+    return Status();
   }
   Status validate(const AtomicOp& op) const override {
+    EPS_RETURN_IF_ERROR(atomic_support());
     EPS_ASSIGN_OR_RETURN(const AtomicRoute route, route_of(op));
     return route.part->validate(route.op);
   }
   Result<bool> try_atomic_add(const AtomicOp& op) override {
+    EPS_RETURN_IF_ERROR(atomic_support());
     EPS_ASSIGN_OR_RETURN(const AtomicRoute route, route_of(op));
     return route.part->try_atomic_add(route.op);
   }
