@@ -1,5 +1,7 @@
 #include "impls/channel/proxy_engine.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include <fmt/format.h>
@@ -31,6 +33,12 @@ namespace {
 
 enum class Posted { kYes, kNotNow, kFailed };
 
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 Status check_config(const ProxyEngineConfig& c) {
   if (c.fifos < 1) return invalid_argument("fifos", "must be >= 1, got {}", c.fifos);
   if (c.threads < 1 || c.threads > kMaxProxyThreads)
@@ -51,6 +59,7 @@ ProxyEngine::ProxyEngine(const ProxyEngineConfig& config, fabric::Fabric& fabric
                          CommandToAtomic to_atomic)
     : config_(config), fabric_(fabric), to_put_(std::move(to_put)), to_atomic_(std::move(to_atomic)) {
   config_.threads = std::min(config.threads, config.fifos);  // at most one thread per FIFO
+  doorbells_ = std::make_unique<Doorbell[]>(static_cast<std::size_t>(std::max(config_.threads, 1)));
 }
 
 Result<std::unique_ptr<ProxyEngine>> ProxyEngine::start(const ProxyEngineConfig& config,
@@ -76,6 +85,7 @@ ProxyEngine::~ProxyEngine() { (void)stop(); }
 
 Status ProxyEngine::stop() {
   stopping_.store(true, std::memory_order_release);
+  wake();
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -94,6 +104,7 @@ void ProxyEngine::fail(Status status) {
   }
   failed_.store(true, std::memory_order_release);
   for (const auto& fifo : fifos_) fifo->close();
+  wake();
 }
 
 std::int64_t ProxyEngine::puts_posted() const {
@@ -103,6 +114,8 @@ std::int64_t ProxyEngine::puts_posted() const {
 }
 
 std::vector<std::uint32_t> ProxyEngine::take_remote() {
+  last_take_remote_ns_.store(steady_ns(), std::memory_order_relaxed);
+  if (doorbells_[0].has_sleepers()) doorbells_[0].ring();
   std::lock_guard lock(remote_mutex_);
   std::vector<std::uint32_t> out;
   out.swap(remote_);
@@ -145,17 +158,67 @@ Status ProxyEngine::quiet(const Deadline& deadline) const {
 
 void ProxyEngine::run_thread(int thread) {
   const int threads = config_.threads;
+  std::int64_t last_busy_ns = steady_ns();
   while (!stopping_.load(std::memory_order_acquire) && !failed_.load(std::memory_order_acquire)) {
+    const std::uint32_t epoch = doorbells_[thread].epoch();
     bool busy = false;
     for (int f = thread; f < config_.fifos; f += threads) {
       if (!serve_fifo(f, busy)) return;
     }
     if (!poll_fabric()) return;
-    if (!busy) {
-      if (!flush_when_waiting(thread, threads)) return;
-      std::this_thread::yield();
+    if (busy) {
+      last_busy_ns = steady_ns();
+      continue;
     }
+    // Thread 0 flushes for every FIFO: it is the one that stays awake while anything is in flight.
+    if (!(thread == 0 ? flush_when_waiting(0, 1) : flush_when_waiting(thread, threads))) return;
+    idle(thread, epoch, last_busy_ns);
   }
+}
+
+// Idle proxy threads (docs/channel.md 7.3): a spinning or yielding thread is always runnable, so on a machine
+// with fewer cores than threads it takes turns away from the ranks and the kernel's network processing that
+// it waits for. A thread therefore keeps yielding for a while after its last work (back-to-back operations
+// find it awake), then sleeps on its doorbell once its FIFOs hold nothing unfinished; thread 0 stays awake
+// while any FIFO has operations in flight or the owner is waiting for immediates, since its polls drive the
+// fabric for everyone.
+void ProxyEngine::idle(int thread, std::uint32_t epoch, std::int64_t last_busy_ns) {
+  constexpr std::int64_t kAwakeAfterWorkNs = 2'000'000;
+  constexpr std::chrono::microseconds kSleep{200};
+  const bool keep_polling = steady_ns() - last_busy_ns < kAwakeAfterWorkNs ||
+                            !settled(thread, config_.threads) ||
+                            (thread == 0 && (!all_drained() || owner_waits_for_immediates()));
+  if (keep_polling) {
+    std::this_thread::yield();
+    return;
+  }
+  doorbells_[thread].wait(epoch, kSleep);
+}
+
+// Whether this thread's FIFOs (thread, thread + threads, ...) hold nothing unfinished: no command waiting to
+// be posted or holding its FIFO, every posted operation completed (pending and holding are the thread's own).
+bool ProxyEngine::settled(int thread, int threads) const {
+  for (int f = thread; f < config_.fifos; f += threads) {
+    const FifoState& s = *states_[static_cast<std::size_t>(f)];
+    if (!s.drained() || s.pending || s.pending_atomic || s.holding) return false;
+  }
+  return true;
+}
+
+// Every FIFO's posted operations completed (the atomic counters only: any thread may ask).
+bool ProxyEngine::all_drained() const {
+  return std::all_of(states_.begin(), states_.end(), [](const auto& s) { return s->drained(); });
+}
+
+bool ProxyEngine::owner_waits_for_immediates() const {
+  constexpr std::int64_t kWindowNs = 500'000;
+  return steady_ns() - last_take_remote_ns_.load(std::memory_order_relaxed) < kWindowNs;
+}
+
+void ProxyEngine::wake_fifo(int index) { doorbells_[index % config_.threads].ring(); }
+
+void ProxyEngine::wake() {
+  for (int t = 0; t < config_.threads; ++t) doorbells_[t].ring();
 }
 
 // An idle thread with puts in flight hands them all to the provider: a fabric that holds puts back (the chaos

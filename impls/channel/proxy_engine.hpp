@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "impls/channel/doorbell.hpp"
 #include "impls/channel/fifo_host.hpp"
 #include "impls/fabric/fabric.hpp"
 #include "impls/runtime/deadline.hpp"
@@ -85,8 +86,14 @@ class ProxyEngine {
   // docs/channel.md 7.2), polling nothing itself (the proxy threads drive progress). kEnvironment at the
   // deadline naming the first FIFO still busy; the engine's error if it stopped.
   Status quiet(const Deadline& deadline) const;
-  // Received immediates since the last call, in arrival order.
+  // Received immediates since the last call, in arrival order. A call also tells the engine that its owner
+  // waits for immediates: proxy thread 0 keeps polling the fabric for a while after it.
   std::vector<std::uint32_t> take_remote();
+  // Producers ring after pushing a batch into FIFO `index`: its proxy thread, if asleep on its doorbell,
+  // looks at its FIFOs now instead of at its next timeout (docs/channel.md 7.3). Producers that cannot ring
+  // are served anyway. wake() rings every thread.
+  void wake_fifo(int index);
+  void wake();
   // Ok while running; the first error of any thread once one failed.
   Status status() const;
   std::int64_t barriers_passed() const { return barriers_.load(std::memory_order_acquire); }
@@ -106,6 +113,10 @@ class ProxyEngine {
   bool post_atomic(int index, const Command& command);
   bool poll_fabric();
   bool flush_when_waiting(int thread, int threads);
+  bool settled(int thread, int threads) const;
+  bool all_drained() const;
+  bool owner_waits_for_immediates() const;
+  void idle(int thread, std::uint32_t epoch, std::int64_t last_busy_ns);
   void fail(Status status);
   std::uint64_t claimed_or_zero(std::size_t index) const;
   std::string describe_fifo(int index) const;
@@ -125,6 +136,9 @@ class ProxyEngine {
   Status error_;
   std::mutex remote_mutex_;
   std::vector<std::uint32_t> remote_;
+  // One per proxy thread; thread 0 drives the fabric's progress for everyone.
+  std::unique_ptr<Doorbell[]> doorbells_;
+  std::atomic<std::int64_t> last_take_remote_ns_{0};
 };
 
 }  // namespace eps::channel

@@ -100,6 +100,7 @@ class ProxyTransport final : public direct_detail::DirectTransport {
           device::FifoPushArgs{engine_->fifo(q), mine.data(), static_cast<std::int64_t>(mine.size()),
                                kMaxPolls, &gave_up, channel::producer_clock_ns() + budget}));
       EPS_RETURN_IF_ERROR(kernels().synchronize());
+      engine_->wake_fifo(q);
       mine.clear();
       if (gave_up != 0) {
         EPS_RETURN_IF_ERROR(engine_->status());
