@@ -109,6 +109,43 @@ CopyPlan copy_plan(const ByteMatrix& matrix, int rank) {
   return plan;
 }
 
+namespace {
+
+// Calls visit(src, block of src in region, offset of that block in src's source buffer) per source.
+template <typename Byte, typename Visit>
+void for_each_received(const ByteMatrix& matrix, const CopyPlan& plan, int rank, std::span<Byte> region,
+                       Visit visit) {
+  for (int src : plan.sources) {
+    const auto offset = static_cast<std::size_t>(receive_offset(matrix, src, rank));
+    const auto bytes = static_cast<std::size_t>(matrix.at(src, rank));
+    visit(src, region.subspan(offset, bytes), static_cast<std::size_t>(source_offset(matrix, src, rank)));
+  }
+}
+
+}  // namespace
+
+void poison_received(const ByteMatrix& matrix, const CopyPlan& plan, int rank, std::uint64_t seed,
+                     std::span<std::byte> region) {
+  for_each_received(matrix, plan, rank, region, [&](int src, std::span<std::byte> block, std::size_t from) {
+    bench_fabric::fill_poison(seed, src, from, block);
+  });
+}
+
+Mismatches check_received(const ByteMatrix& matrix, const CopyPlan& plan, int rank, std::uint64_t seed,
+                          std::span<const std::byte> region, std::string_view what) {
+  Mismatches found;
+  for_each_received(
+      matrix, plan, rank, region, [&](int src, std::span<const std::byte> block, std::size_t from) {
+        const bench_fabric::WrongBytes wrong = bench_fabric::count_wrong(seed, src, from, block);
+        if (wrong.count > 0 && found.count == 0) {
+          found.first = fmt::format("{} byte {} from rank {}: expected 0x{:02x}, got 0x{:02x}", what,
+                                    *wrong.first_offset, src, wrong.expected, wrong.got);
+        }
+        found.count += wrong.count;
+      });
+  return found;
+}
+
 std::optional<double> ceiling_p50(std::span<const Measured> measured) {
   if (measured.size() < 2) return std::nullopt;
   std::vector<double> sorted = measured[1].times_us;
@@ -236,6 +273,10 @@ std::atomic<std::uint64_t>* CeilingMeasurement::flag_of(int world_rank, int writ
       segments_[static_cast<std::size_t>(owner)] + kFlagStride * writer));
 }
 
+std::span<std::byte> CeilingMeasurement::received() const {
+  return {region_of(mpi::rank()), static_cast<std::size_t>(plan_.recv_bytes)};
+}
+
 std::byte* CeilingMeasurement::region_of(int world_rank) const {
   return segments_[static_cast<std::size_t>(node_rank_of_[static_cast<std::size_t>(world_rank)])] +
          header_bytes_;
@@ -254,13 +295,7 @@ Status CeilingMeasurement::prepare(int iteration, bool checking) {
   }
   if (!checking) return Status();
   fill_source(iteration);
-  std::byte* region = region_of(mpi::rank());
-  for (int src : plan_.sources) {
-    const auto offset = static_cast<std::size_t>(receive_offset(*matrix_, src, mpi::rank()));
-    const auto bytes = static_cast<std::size_t>(matrix_->at(src, mpi::rank()));
-    const auto from = static_cast<std::size_t>(source_offset(*matrix_, src, mpi::rank()));
-    bench_fabric::fill_poison(seed_of(iteration), src, from, std::span(region + offset, bytes));
-  }
+  poison_received(*matrix_, plan_, mpi::rank(), seed_of(iteration), received());
   return Status();
 }
 
@@ -288,21 +323,7 @@ Result<double> CeilingMeasurement::run(int) {
 
 // Every source's flag showed this iteration before run() returned: its bytes are here.
 Result<Mismatches> CeilingMeasurement::check(int iteration) {
-  const std::byte* region = region_of(mpi::rank());
-  Mismatches found;
-  for (int src : plan_.sources) {
-    const auto offset = static_cast<std::size_t>(receive_offset(*matrix_, src, mpi::rank()));
-    const auto bytes = static_cast<std::size_t>(matrix_->at(src, mpi::rank()));
-    const auto from = static_cast<std::size_t>(source_offset(*matrix_, src, mpi::rank()));
-    const bench_fabric::WrongBytes wrong =
-        bench_fabric::count_wrong(seed_of(iteration), src, from, std::span(region + offset, bytes));
-    if (wrong.count > 0 && found.count == 0) {
-      found.first = fmt::format("ceiling copy byte {} from rank {}: expected 0x{:02x}, got 0x{:02x}",
-                                *wrong.first_offset, src, wrong.expected, wrong.got);
-    }
-    found.count += wrong.count;
-  }
-  return found;
+  return check_received(*matrix_, plan_, mpi::rank(), seed_of(iteration), received(), "ceiling copy");
 }
 
 }  // namespace eps::bench

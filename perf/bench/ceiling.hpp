@@ -119,6 +119,14 @@ std::int64_t receive_offset(const ByteMatrix& matrix, int src, int dst);
 // Where `dst`'s block starts in `src`'s source buffer: Σ_{d < dst} bytes[src][d].
 std::int64_t source_offset(const ByteMatrix& matrix, int src, int dst);
 
+// The -c side of a ceiling, on rank `rank`'s receive region (each source's block at its receive_offset):
+// poison_received fills every block with its source's poison for `seed`; check_received counts the bytes
+// that differ from the sources' pattern and names the first ("<what> byte B from rank S: ...").
+void poison_received(const ByteMatrix& matrix, const CopyPlan& plan, int rank, std::uint64_t seed,
+                     std::span<std::byte> region);
+Mismatches check_received(const ByteMatrix& matrix, const CopyPlan& plan, int rank, std::uint64_t seed,
+                          std::span<const std::byte> region, std::string_view what);
+
 // The p50 of a point's ceiling: `measured` holds the op's Measured first and, when the point measured its
 // ceiling, the CeilingMeasurement's second; nullopt without it.
 std::optional<double> ceiling_p50(std::span<const Measured> measured);
@@ -146,6 +154,7 @@ class CeilingMeasurement final : public MachineCeiling {
   Status map_node_segments();
   std::atomic<std::uint64_t>* flag_of(int world_rank, int writer_world_rank) const;
   std::byte* region_of(int world_rank) const;
+  std::span<std::byte> received() const;  // this rank's receive region
   std::uint64_t seed_of(int iteration) const { return seed_ + static_cast<std::uint64_t>(iteration); }
   void fill_source(int iteration);
 

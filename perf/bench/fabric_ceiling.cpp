@@ -56,12 +56,7 @@ Status FabricCeilingMeasurement::prepare(int iteration, bool checking) {
   }
   if (!checking) return Status();
   fill_source(iteration);
-  for (int src : plan_.sources) {
-    const auto offset = static_cast<std::size_t>(receive_offset(*matrix_, src, mpi::rank()));
-    const auto bytes = static_cast<std::size_t>(matrix_->at(src, mpi::rank()));
-    const auto from = static_cast<std::size_t>(source_offset(*matrix_, src, mpi::rank()));
-    bench_fabric::fill_poison(seed_of(iteration), src, from, receive_.local.subspan(offset, bytes));
-  }
+  poison_received(*matrix_, plan_, mpi::rank(), seed_of(iteration), receive_.local);
   return Status();
 }
 
@@ -166,20 +161,7 @@ Result<double> FabricCeilingMeasurement::run(int) {
 
 // Every source's immediate arrived before run() returned, after its bytes were placed: they are here.
 Result<Mismatches> FabricCeilingMeasurement::check(int iteration) {
-  Mismatches found;
-  for (int src : plan_.sources) {
-    const auto offset = static_cast<std::size_t>(receive_offset(*matrix_, src, mpi::rank()));
-    const auto bytes = static_cast<std::size_t>(matrix_->at(src, mpi::rank()));
-    const auto from = static_cast<std::size_t>(source_offset(*matrix_, src, mpi::rank()));
-    const bench_fabric::WrongBytes wrong =
-        bench_fabric::count_wrong(seed_of(iteration), src, from, receive_.local.subspan(offset, bytes));
-    if (wrong.count > 0 && found.count == 0) {
-      found.first = fmt::format("fabric ceiling byte {} from rank {}: expected 0x{:02x}, got 0x{:02x}",
-                                *wrong.first_offset, src, wrong.expected, wrong.got);
-    }
-    found.count += wrong.count;
-  }
-  return found;
+  return check_received(*matrix_, plan_, mpi::rank(), seed_of(iteration), receive_.local, "fabric ceiling");
 }
 
 }  // namespace eps::bench
