@@ -243,66 +243,57 @@ bool ProxyEngine::post(int index, const Command& command) {
   return command.type() == CommandType::kAtomic ? post_atomic(index, command) : post_write(index, command);
 }
 
-bool ProxyEngine::post_write(int index, const Command& command) {
-  FifoState& s = *states_[static_cast<std::size_t>(index)];
-  if (!s.pending_put) {
-    Result<fabric::PutOp> op = to_put_(command, index);
+// Posts FIFO `index`'s pending operation, made once by `make` (its translation failing stops the engine) and
+// retried as made while the fabric pushes back; false when it was not posted now or the engine failed
+// (failed_ says which). A refusal of the operation itself stops the engine with the fabric's reason and the
+// FIFO.
+template <typename Op, typename Make, typename TryPost>
+bool ProxyEngine::post_pending(int index, std::optional<Op>& pending, std::string_view kind, Make make,
+                               TryPost try_post) {
+  if (!pending) {
+    Result<Op> op = make();
     if (!op.ok()) {
       fail(Status(op.status().code(),
                   fmt::format("proxy: {} ({})", op.status().message(), describe_fifo(index))));
       return false;
     }
     op->context = static_cast<std::uint64_t>(index);
-    s.pending_put = *op;
+    pending = *op;
   }
   Result<bool> posted = [&] {
     std::lock_guard lock(fabric_mutex_);
-    return fabric_.try_put(*s.pending_put);
+    return try_post(*pending);
   }();
   if (!posted.ok()) {
-    fail(posted.status());
-    return false;
-  }
-  if (!*posted) return false;
-  s.pending_put.reset();
-  s.posted.fetch_add(1, std::memory_order_acq_rel);
-  return true;
-}
-
-// Like post_write. A refusal of the add itself (no remote atomics on this fabric, an unaligned offset) stops
-// the engine with the fabric's reason and the FIFO.
-bool ProxyEngine::post_atomic(int index, const Command& command) {
-  FifoState& s = *states_[static_cast<std::size_t>(index)];
-  if (!s.pending_atomic) {
-    if (!to_atomic_) {
-      fail(Status(StatusCode::kUnavailable,
-                  fmt::format("proxy: ATOMIC command, but this engine has no atomic translation "
-                              "(ProxyEngine::start without CommandToAtomic; {})",
-                              describe_fifo(index))));
-      return false;
-    }
-    Result<fabric::AtomicOp> op = to_atomic_(command, index);
-    if (!op.ok()) {
-      fail(Status(op.status().code(),
-                  fmt::format("proxy: {} ({})", op.status().message(), describe_fifo(index))));
-      return false;
-    }
-    op->context = static_cast<std::uint64_t>(index);
-    s.pending_atomic = *op;
-  }
-  Result<bool> posted = [&] {
-    std::lock_guard lock(fabric_mutex_);
-    return fabric_.try_atomic_add(*s.pending_atomic);
-  }();
-  if (!posted.ok()) {
-    fail(Status(posted.status().code(), fmt::format("proxy: ATOMIC command: {} ({})",
+    fail(Status(posted.status().code(), fmt::format("proxy: {} command: {} ({})", kind,
                                                     posted.status().message(), describe_fifo(index))));
     return false;
   }
   if (!*posted) return false;
-  s.pending_atomic.reset();
-  s.posted.fetch_add(1, std::memory_order_acq_rel);
+  pending.reset();
+  states_[static_cast<std::size_t>(index)]->posted.fetch_add(1, std::memory_order_acq_rel);
   return true;
+}
+
+bool ProxyEngine::post_write(int index, const Command& command) {
+  return post_pending(
+      index, states_[static_cast<std::size_t>(index)]->pending_put, "WRITE",
+      [&] { return to_put_(command, index); }, [&](const fabric::PutOp& op) { return fabric_.try_put(op); });
+}
+
+// Without a translation for atomics the engine stops, saying so.
+bool ProxyEngine::post_atomic(int index, const Command& command) {
+  if (!to_atomic_) {
+    fail(Status(StatusCode::kUnavailable,
+                fmt::format("proxy: ATOMIC command, but this engine has no atomic "
+                            "translation (ProxyEngine::start without CommandToAtomic; {})",
+                            describe_fifo(index))));
+    return false;
+  }
+  return post_pending(
+      index, states_[static_cast<std::size_t>(index)]->pending_atomic, "ATOMIC",
+      [&] { return to_atomic_(command, index); },
+      [&](const fabric::AtomicOp& op) { return fabric_.try_atomic_add(op); });
 }
 
 // Serves up to `batch` commands of FIFO `index`; false only when the engine failed.

@@ -32,7 +32,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -109,6 +111,9 @@ class ProxyEngine {
   void run_thread(int thread);
   bool serve_fifo(int index, bool& busy);
   bool post(int index, const Command& command);
+  template <typename Op, typename Make, typename TryPost>
+  bool post_pending(int index, std::optional<Op>& pending, std::string_view kind, Make make,
+                    TryPost try_post);
   bool post_write(int index, const Command& command);
   bool post_atomic(int index, const Command& command);
   bool poll_fabric();
