@@ -26,7 +26,10 @@ struct Routing {
 class AutoFabric final : public Fabric {
  public:
   AutoFabric(std::unique_ptr<Fabric> intra, std::unique_ptr<Fabric> inter, Routing routing)
-      : intra_(std::move(intra)), inter_(std::move(inter)), routing_(std::move(routing)) {}
+      : intra_(std::move(intra)),
+        inter_(std::move(inter)),
+        routing_(std::move(routing)),
+        atomic_support_(parts_atomic_support()) {}
 
   std::string name() const override { return fmt::format("auto({}+{})", intra_->name(), inter_->name()); }
   std::string describe() const override {
@@ -68,20 +71,14 @@ class AutoFabric final : public Fabric {
   // Atomics need both parts: which part carries one depends on the peer, and a caller cannot tell. Without
   // them every atomic is refused alike, in this fabric's name with the part's reason (found on the virtual
   // cluster: shm took intra-node adds while atomic_support() said no).
-  Status atomic_support() const override {
-    for (const Fabric* part : {intra_.get(), inter_.get()}) {
-      const Status support = part->atomic_support();
-      if (!support.ok()) return no_remote_atomics(name(), support.message());
-    }
-    return Status();
-  }
+  Status atomic_support() const override { return atomic_support_; }
   Status validate(const AtomicOp& op) const override {
-    EPS_RETURN_IF_ERROR(atomic_support());
+    EPS_RETURN_IF_ERROR(atomic_support_);
     EPS_ASSIGN_OR_RETURN(const AtomicRoute route, route_of(op));
     return route.part->validate(route.op);
   }
   Result<bool> try_atomic_add(const AtomicOp& op) override {
-    EPS_RETURN_IF_ERROR(atomic_support());
+    if (!atomic_support_.ok()) return atomic_support_;
     EPS_ASSIGN_OR_RETURN(const AtomicRoute route, route_of(op));
     return route.part->try_atomic_add(route.op);
   }
@@ -124,6 +121,15 @@ class AutoFabric final : public Fabric {
     translated.peer = local;
     return Route{intra_.get(), translated};
   }
+  // Both parts' support, decided once when the parts are open (it does not change afterwards).
+  Status parts_atomic_support() const {
+    for (const Fabric* part : {intra_.get(), inter_.get()}) {
+      const Status support = part->atomic_support();
+      if (!support.ok()) return no_remote_atomics(name(), support.message());
+    }
+    return Status();
+  }
+
   // An atomic takes the same part as a put to its peer, so ordering against that initiator's puts holds.
   struct AtomicRoute {
     Fabric* part;
@@ -141,6 +147,7 @@ class AutoFabric final : public Fabric {
   std::unique_ptr<Fabric> intra_;
   std::unique_ptr<Fabric> inter_;
   Routing routing_;
+  Status atomic_support_;  // parts_atomic_support(), after the parts
   bool intra_first_ = true;
 };
 
