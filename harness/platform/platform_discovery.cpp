@@ -19,15 +19,6 @@ std::string local_device(std::string_view spec, int local_rank) {
   return fmt::format("{}: {} ({})", p.backend, p.name, p.architecture);
 }
 
-// This rank's index among the ranks of its node (nodes from the shared-memory split, never host names).
-Result<int> local_rank(const Deadline& deadline) {
-  EPS_ASSIGN_OR_RETURN(const mpi::NodeLayout layout, mpi::node_layout(MPI_COMM_WORLD, deadline));
-  const int rank = mpi::rank();
-  int local = 0;
-  for (int r = 0; r < rank; ++r) local += layout.node_of[r] == layout.node_of[rank];
-  return local;
-}
-
 std::string local_nics() {
   std::string note;
   const std::vector<std::string> names = probe_verbs_devices(note);  // sorted: stable fingerprints
@@ -43,7 +34,8 @@ std::string provider() {
 
 Result<Platform> discover_platform(const Deadline& deadline, std::string_view device_spec) {
   EPS_ASSIGN_OR_RETURN(std::vector<std::string> hosts, mpi::all_hosts(MPI_COMM_WORLD, deadline));
-  EPS_ASSIGN_OR_RETURN(const int local, local_rank(deadline));
+  EPS_ASSIGN_OR_RETURN(const mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, deadline));
+  const int local = nodes.local_index(mpi::rank());
   EPS_ASSIGN_OR_RETURN(std::vector<std::string> devices,
                        mpi::allgather_string(local_device(device_spec, local), MPI_COMM_WORLD, deadline));
   EPS_ASSIGN_OR_RETURN(std::vector<std::string> nics,

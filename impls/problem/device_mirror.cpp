@@ -191,10 +191,7 @@ Result<int> node_local_rank(MPI_Comm comm, double timeout_seconds) {
   EPS_ASSIGN_OR_RETURN(mpi::NodeLayout layout, mpi::node_layout(comm, Deadline(timeout_seconds)));
   int rank = 0;
   EPS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  int local = 0;
-  for (int r = 0; r < rank; ++r)
-    local += layout.node_of[static_cast<std::size_t>(r)] == layout.node_of[static_cast<std::size_t>(rank)];
-  return local;
+  return layout.local_index(rank);
 }
 
 Result<int> ranks_per_gpu(const device::Device& device, MPI_Comm comm, double timeout_seconds) {

@@ -268,6 +268,11 @@ Status win_free(MPI_Win* window, MPI_Comm node, const Deadline& deadline) {
   return Status();
 }
 
+int NodeLayout::local_index(int rank) const {
+  const int node = node_of[static_cast<std::size_t>(rank)];
+  return static_cast<int>(std::count(node_of.begin(), node_of.begin() + rank, node));
+}
+
 int NodeLayout::ranks_per_node() const {
   for (int size : node_sizes) {
     if (size != node_sizes.front()) return 0;

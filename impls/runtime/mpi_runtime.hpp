@@ -115,6 +115,8 @@ struct NodeLayout {
   int nodes() const { return static_cast<int>(node_sizes.size()); }
   // The common node size, or 0 when nodes differ in size.
   int ranks_per_node() const;
+  // Rank r's index among the ranks of its node (0 for its node's lowest rank).
+  int local_index(int rank) const;
 };
 Result<NodeLayout> node_layout(MPI_Comm comm, const Deadline& deadline);
 // Every rank's value of `local`, in rank order (MPI_Iallgather with a deadline). `what` names the values in

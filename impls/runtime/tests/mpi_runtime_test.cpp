@@ -301,5 +301,16 @@ TEST(FailureGather, UnavailableSkipsWithItsReasonAndStrictFailsOnlyWhatWasSelect
                "Failed\n--strict: a selected backend is unavailable: no RDMA device on this host");
 }
 
+// A rank's index on its node counts the lower ranks of the same node only (hand-built layouts: two nodes of
+// interleaved ranks, and one node).
+TEST(NodeLayout, LocalIndexCountsTheLowerRanksOfTheSameNode) {
+  const mpi::NodeLayout interleaved{{0, 1, 0, 1, 1}, {2, 3}};
+  const std::vector<int> expected{0, 0, 1, 1, 2};
+  for (int r = 0; r < 5; ++r)
+    EXPECT_EQ(interleaved.local_index(r), expected[static_cast<std::size_t>(r)]) << r;
+  const mpi::NodeLayout one{{0, 0, 0}, {3}};
+  EXPECT_EQ(one.local_index(2), 2);
+}
+
 }  // namespace
 }  // namespace eps
