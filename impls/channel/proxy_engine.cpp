@@ -141,7 +141,7 @@ std::string ProxyEngine::describe_fifo(int index) const {
 Status ProxyEngine::quiet(const Deadline& deadline) const {
   for (std::size_t f = 0; f < states_.size(); ++f) {
     const FifoState& s = *states_[f];
-    int polls = 0;
+    Backoff backoff;
     while (static_cast<std::int64_t>(claimed_or_zero(f)) != s.handled.load(std::memory_order_acquire) ||
            !s.drained()) {
       if (failed_.load(std::memory_order_acquire)) return status();
@@ -150,7 +150,7 @@ Status ProxyEngine::quiet(const Deadline& deadline) const {
                       fmt::format("proxy quiet timed out after {} s: {}", deadline.budget_seconds(),
                                   describe_fifo(static_cast<int>(f))));
       }
-      if (++polls % 64 == 0) std::this_thread::yield();
+      backoff.pause();
     }
   }
   return status();
@@ -159,6 +159,7 @@ Status ProxyEngine::quiet(const Deadline& deadline) const {
 void ProxyEngine::run_thread(int thread) {
   const int threads = config_.threads;
   std::int64_t last_busy_ns = steady_ns();
+  Backoff backoff;  // between polls while awake without work
   while (!stopping_.load(std::memory_order_acquire) && !failed_.load(std::memory_order_acquire)) {
     const std::uint32_t epoch = doorbells_[thread].epoch();
     bool busy = false;
@@ -168,11 +169,12 @@ void ProxyEngine::run_thread(int thread) {
     if (!poll_fabric()) return;
     if (busy) {
       last_busy_ns = steady_ns();
+      backoff.reset();
       continue;
     }
     // Thread 0 flushes for every FIFO: it is the one that stays awake while anything is in flight.
     if (!(thread == 0 ? flush_when_waiting(0, 1) : flush_when_waiting(thread, threads))) return;
-    idle(thread, epoch, last_busy_ns);
+    idle(thread, epoch, last_busy_ns, backoff);
   }
 }
 
@@ -181,17 +183,25 @@ void ProxyEngine::run_thread(int thread) {
 // it waits for. A thread therefore keeps yielding for a while after its last work (back-to-back operations
 // find it awake), then sleeps on its doorbell once its FIFOs hold nothing unfinished; thread 0 stays awake
 // while any FIFO has operations in flight or the owner is waiting for immediates, since its polls drive the
-// fabric for everyone.
-void ProxyEngine::idle(int thread, std::uint32_t epoch, std::int64_t last_busy_ns) {
+// fabric for everyone. Awake, it gives way between polls by `backoff` (spin, yield, then 50 µs sleeps), so
+// that a long wait for a peer (on a loaded machine, one whose threads are not running) does not keep taking
+// turns from the threads that must run for the wait to end.
+void ProxyEngine::idle(int thread, std::uint32_t epoch, std::int64_t last_busy_ns, Backoff& backoff) {
   constexpr std::int64_t kAwakeAfterWorkNs = 2'000'000;
   constexpr std::chrono::microseconds kSleep{200};
   const bool keep_polling = steady_ns() - last_busy_ns < kAwakeAfterWorkNs ||
                             !settled(thread, config_.threads) ||
                             (thread == 0 && (!all_drained() || owner_waits_for_immediates()));
-  if (keep_polling) {
-    std::this_thread::yield();
+  if (keep_polling && backoff.sleeping()) {
+    backoff.skip();
+    doorbells_[thread].wait(epoch, Backoff::kSleep);  // a producer's ring ends it at once
     return;
   }
+  if (keep_polling) {
+    backoff.pause();
+    return;
+  }
+  backoff.reset();
   doorbells_[thread].wait(epoch, kSleep);
 }
 

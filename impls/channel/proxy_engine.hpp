@@ -121,7 +121,7 @@ class ProxyEngine {
   bool settled(int thread, int threads) const;
   bool all_drained() const;
   bool owner_waits_for_immediates() const;
-  void idle(int thread, std::uint32_t epoch, std::int64_t last_busy_ns);
+  void idle(int thread, std::uint32_t epoch, std::int64_t last_busy_ns, Backoff& backoff);
   void fail(Status status);
   std::uint64_t claimed_or_zero(std::size_t index) const;
   std::string describe_fifo(int index) const;

@@ -17,24 +17,26 @@ double Deadline::remaining_seconds() const {
   return left.count() > 0 ? left.count() : 0.0;
 }
 
+void Backoff::pause() {
+  const std::int64_t polls = polls_++;
+  if (polls < kSpinPolls) return;
+  if (polls < kYieldPolls) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(kSleep);
+  }
+}
+
 Status wait_until(const Deadline& deadline, const std::function<bool()>& predicate,
                   const std::function<std::string()>& describe) {
-  // Spin first (low latency when the peer is running), then yield, then sleep: on an oversubscribed
-  // machine the peer we wait for may need our core.
-  constexpr int kSpinPolls = 64;
-  constexpr int kYieldPolls = 4096;
-  for (std::int64_t polls = 0;; ++polls) {
+  Backoff backoff;
+  for (;;) {
     if (predicate()) return Status();
     if (deadline.expired()) {
       return Status(StatusCode::kEnvironment, fmt::format("timed out after {:.3f} s waiting for {}",
                                                           deadline.budget_seconds(), describe()));
     }
-    if (polls < kSpinPolls) continue;
-    if (polls < kYieldPolls) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    backoff.pause();
   }
 }
 

@@ -45,6 +45,27 @@ class Deadline {
 Status wait_until(const Deadline& deadline, const std::function<bool()>& predicate,
                   const std::function<std::string()>& describe);
 
+// How a polling wait gives way between polls: spin first (low latency while the awaited thread runs), then
+// yield, then sleep 50 µs per poll: on an oversubscribed machine the thread waited for may need this core,
+// and a yielding thread is always runnable, so it keeps taking turns from it. wait_until uses it; so does
+// any wait that polls state other threads advance.
+class Backoff {
+ public:
+  static constexpr int kSpinPolls = 64;
+  static constexpr int kYieldPolls = 4096;
+  static constexpr std::chrono::microseconds kSleep{50};
+
+  void pause();
+  void reset() { polls_ = 0; }
+  // Whether the next pause() sleeps: a caller that can be woken early may wait kSleep its own way instead
+  // (and call skip()).
+  bool sleeping() const { return polls_ >= kYieldPolls; }
+  void skip() { ++polls_; }
+
+ private:
+  std::int64_t polls_ = 0;
+};
+
 // "peer 3, channel 1: counter expected 64, observed 12" (docs/errors.md 10's "what it waited for").
 std::string describe_counter_wait(int peer, int channel, std::uint64_t expected, std::uint64_t observed);
 
