@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,13 +70,19 @@ struct Case {
   Contract contract;
   PayloadType dtype;
   std::string workload;
+  std::optional<Fp8ScaleMode> quantize = {};  // fp8: dispatch bf16 rows quantized in this mode (5.8)
 };
+
+std::string_view scale_mode_name(Fp8ScaleMode mode) {
+  return mode == Fp8ScaleMode::kRoundScale ? "round-scale" : "amax";
+}
 
 std::string case_name(const testing::TestParamInfo<Case>& info) {
   std::string name =
       fmt::format("{}_{}_{}_{}_{}", info.param.transport, transport::layout_name(info.param.contract.layout),
                   transport::tree_name(info.param.contract.tree), transport::dtype_name(info.param.dtype),
                   info.param.workload);
+  if (info.param.quantize) name += fmt::format("_quantize_{}", scale_mode_name(*info.param.quantize));
   for (char& ch : name) {
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   }
@@ -109,6 +116,21 @@ std::vector<Case> cases(bool every_workload) {
         }
         for (const char* w : kWorkloads) out.push_back({t, c, d, w});
       }
+    }
+  }
+  return out;
+}
+
+// docs/dispatch.md 5.8: bf16 rows quantized by the dispatch, in both scale modes, for every declared fp8
+// contract; the checks expect the reference's quantization of those rows (transport_problem.hpp).
+std::vector<Case> quantize_cases() {
+  std::vector<Case> out;
+  for (const std::string& t : selected_transports()) {
+    for (const Contract& c : kContracts) {
+      if (!declares(t, c, PayloadType::kFp8)) continue;
+      out.push_back({t, c, PayloadType::kFp8, "uniform", Fp8ScaleMode::kAmax});
+      out.push_back({t, c, PayloadType::kFp8, "masked:0.6", Fp8ScaleMode::kAmax});
+      out.push_back({t, c, PayloadType::kFp8, "uniform", Fp8ScaleMode::kRoundScale});
     }
   }
   return out;
@@ -198,7 +220,8 @@ class TransportContract : public testing::TestWithParam<Case> {};
 // bit-equal to fresh).
 TEST_P(TransportContract, DispatchCombineAndCachedDispatch) {
   const Case& c = GetParam();
-  const ProblemShape shape = suite_shape(c.workload, c.dtype);
+  ProblemShape shape = suite_shape(c.workload, c.dtype);
+  shape.quantize = c.quantize;
   Result<std::unique_ptr<transport::Transport>> made = make(c.transport, shape);
   EPS_MAKE_OR_SKIP(made, c.transport);
   transport::Transport& t = **made;
@@ -219,6 +242,7 @@ TEST_P(TransportContract, DispatchCombineAndCachedDispatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportContract, testing::ValuesIn(cases(true)), case_name);
+INSTANTIATE_TEST_SUITE_P(Quantize, TransportContract, testing::ValuesIn(quantize_cases()), case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportContract);
 
 class TransportRobustness : public testing::TestWithParam<Case> {};
@@ -270,9 +294,25 @@ class TransportInput : public testing::TestWithParam<std::string> {
     std::vector<std::byte> x(static_cast<std::size_t>(tokens) * 2 * shape.hidden);
     const Layout layout = (*made)->capabilities().supports(Layout::kLl) ? Layout::kLl : Layout::kHtRankMajor;
     DispatchBuffers out(layout, shape);
-    return (*made)->dispatch(layout, {tokens, x, {}, idx, weights}, out.view()).status();
+    return (*made)->dispatch(layout, {tokens, x, {}, idx, weights, {}}, out.view()).status();
+  }
+  // One quantizing dispatch (docs/dispatch.md 5.8) of one token without a valid slot on a transport of
+  // `dtype`, with `x_bytes` of x, `scales` scale values and scale mode `mode`.
+  Status quantizing_dispatch(PayloadType dtype, std::size_t x_bytes, std::size_t scales,
+                             Fp8ScaleMode mode = Fp8ScaleMode::kAmax) {
+    const ProblemShape shape = suite_shape("uniform", dtype);
+    Result<std::unique_ptr<transport::Transport>> made = make(GetParam(), shape);
+    if (!made.ok()) return made.status();
+    std::vector<std::byte> x(x_bytes);
+    std::vector<float> x_scales(scales, 1.0f);
+    const std::vector<int> idx(static_cast<std::size_t>(shape.top_k), -1);
+    const std::vector<float> weights(idx.size(), 0.0f);
+    const Layout layout = (*made)->capabilities().supports(Layout::kLl) ? Layout::kLl : Layout::kHtRankMajor;
+    DispatchBuffers out(layout, shape);
+    return (*made)->dispatch(layout, {1, x, x_scales, idx, weights, mode}, out.view()).status();
   }
   ProblemShape shape() const { return suite_shape("uniform", PayloadType::kBf16); }
+  std::size_t bf16_row_bytes() const { return 2 * static_cast<std::size_t>(shape().hidden); }
 };
 
 void expect_refused(const Status& status, std::string_view message) {
@@ -307,6 +347,27 @@ TEST_P(TransportInput, RejectsDuplicateExpertsPerToken) {
   idx[2] = 1;
   expect_refused(dispatch_with(1, idx, std::vector<float>(slots, 0.25f)),
                  "topk_idx: token 0 names expert 1 in slots 0 and 2");
+}
+
+// docs/dispatch.md 5.8: quantize needs an fp8 transport, bf16 rows in x, no scales, and a known scale mode.
+TEST_P(TransportInput, RejectsQuantizeOnBf16Transport) {
+  expect_refused(quantizing_dispatch(PayloadType::kBf16, bf16_row_bytes(), 0),
+                 "quantize: needs dtype fp8 (it quantizes bf16 rows to fp8), got dtype bf16");
+}
+
+TEST_P(TransportInput, RejectsScalesWithQuantize) {
+  expect_refused(quantizing_dispatch(PayloadType::kFp8, bf16_row_bytes(), 2),
+                 "x_scales: must be empty when quantize is set");
+}
+
+TEST_P(TransportInput, RejectsFp8SizedRowsWithQuantize) {
+  expect_refused(quantizing_dispatch(PayloadType::kFp8, bf16_row_bytes() / 2, 0),
+                 "x: must hold 512 bytes (T_r x 2H: bf16 rows to quantize), got 256");
+}
+
+TEST_P(TransportInput, RejectsUnknownScaleMode) {
+  expect_refused(quantizing_dispatch(PayloadType::kFp8, bf16_row_bytes(), 0, static_cast<Fp8ScaleMode>(7)),
+                 "quantize: must be amax or round-scale (docs/numerics.md 1.2), got 7");
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportInput, testing::ValuesIn(selected_transports()),

@@ -18,7 +18,6 @@ using transport::Layout;
 // Device buffers, each grown to the largest use and reused.
 struct DistributedLayer::Buffers {
   Buffer x, next;                 // [T_r, H] layer input and output
-  Buffer codes, scales;           // fp8 send rows [T_r, H] bytes, [T_r, H/128]
   Buffer topk_idx, topk_weights;  // [T_r, K]
   Buffer recv_x, recv_scales, recv_topk_idx, recv_topk_weights, recv_weights;
   Buffer recv_counts, packed_count, src_info, layout_range;
@@ -162,8 +161,6 @@ Status DistributedLayer::prepare() {
   const auto l = static_cast<std::size_t>(local_experts_);
   EPS_RETURN_IF_ERROR(ensure(device_, b.x, t * h * sizeof(bf16)));
   EPS_RETURN_IF_ERROR(ensure(device_, b.next, t * h * sizeof(bf16)));
-  EPS_RETURN_IF_ERROR(ensure(device_, b.codes, t * static_cast<std::size_t>(row_bytes(spec_))));
-  EPS_RETURN_IF_ERROR(ensure(device_, b.scales, t * static_cast<std::size_t>(scale_columns(spec_)) * 4));
   EPS_RETURN_IF_ERROR(ensure(device_, b.recv_x, rows * static_cast<std::size_t>(row_bytes(spec_))));
   EPS_RETURN_IF_ERROR(
       ensure(device_, b.recv_scales, rows * static_cast<std::size_t>(scale_columns(spec_)) * 4));
@@ -304,16 +301,9 @@ Result<std::unique_ptr<transport::DispatchHandle>> DistributedLayer::dispatch() 
   in.num_tokens = static_cast<int>(t);
   in.topk_idx = span_of<const int>(b.topk_idx, t * k);
   in.topk_weights = span_of<const float>(b.topk_weights, t * k);
-  if (spec_.dtype == dispatch::PayloadType::kFp8) {
-    const std::int64_t scale_bytes = scale_columns(spec_) * 4;
-    EPS_RETURN_IF_ERROR(device_.run(device::Fp8QuantizeArgs{
-        b.x.as<bf16>(), spec_.hidden, nullptr, b.codes.as<std::uint8_t>(), spec_.hidden,
-        b.scales.as<std::byte>(), scale_bytes, t, spec_.hidden, Fp8ScaleMode::kRoundScale}));
-    in.x = span_of<const std::byte>(b.codes, t * spec_.hidden);
-    in.x_scales = span_of<const float>(b.scales, t * scale_columns(spec_));
-  } else {
-    in.x = span_of<const std::byte>(b.x, t * row_bytes(spec_));
-  }
+  // The bf16 rows either way; fp8 is quantized inside the dispatch (docs/dispatch.md 5.8).
+  in.x = span_of<const std::byte>(b.x, t * spec_.hidden * static_cast<std::int64_t>(sizeof(bf16)));
+  if (spec_.dtype == dispatch::PayloadType::kFp8) in.quantize = Fp8ScaleMode::kRoundScale;
   const std::int64_t rows = b.recv_rows;
   const std::int64_t l = local_experts_;
   transport::DispatchOutput out;

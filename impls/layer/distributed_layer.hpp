@@ -3,8 +3,8 @@
 // A step of layer l on rank r, each phase timed on this rank (the device synchronized at its end):
 //   route     this rank's tokens: routing::route over its logits and mask ratios, the fixed top-k form of
 //             width slot_width(spec), uploaded to the device
-//   dispatch  (fp8: quantize the rows on the device, power-of-two scales) then Transport::dispatch in the
-//             spec's layout
+//   dispatch  Transport::dispatch of the bf16 rows in the spec's layout (fp8: quantized by the dispatch,
+//             power-of-two scales, docs/dispatch.md 5.8)
 //   expert    every local expert l on the rows it received (fp8: dequantized to bf16 first, exact), with the
 //             batch-invariant DeviceExpert; for ht-rank-major each received row's bf16 partial over its
 //             slots here, ascending slot (docs/layer.md 4.3 `p_q`)

@@ -113,8 +113,10 @@ class DeviceMirror final : public transport::Transport {
     Mirrored<const float> scales;
     Mirrored<const int> idx;
     Mirrored<const float> weights;
+    std::optional<Fp8ScaleMode> quantize;
     DispatchInput view(int tokens) const {
-      return {tokens, x.device_span(), scales.device_span(), idx.device_span(), weights.device_span()};
+      return {tokens,  x.device_span(), scales.device_span(), idx.device_span(), weights.device_span(),
+              quantize};
     }
   };
   struct Outputs {
@@ -156,6 +158,7 @@ class DeviceMirror final : public transport::Transport {
     EPS_ASSIGN_OR_RETURN(m.scales, Mirrored<const float>::of(device_, s[1], in.x_scales));
     EPS_ASSIGN_OR_RETURN(m.idx, Mirrored<const int>::of(device_, s[2], in.topk_idx));
     EPS_ASSIGN_OR_RETURN(m.weights, Mirrored<const float>::of(device_, s[3], in.topk_weights));
+    m.quantize = in.quantize;
     return m;
   }
 

@@ -75,24 +75,28 @@ transport::TransportConfig transport_config(const ProblemShape& s, double timeou
   return c;
 }
 
+void SeededRowSource::fill_values(int rank, int token, std::span<bf16> values) const {
+  bias_row(seed_, rank, token, values);
+}
+
 void SeededRowSource::fill_row(int rank, int token, std::span<std::byte> row) const {
   std::vector<bf16> values(static_cast<std::size_t>(hidden_));
-  bias_row(seed_, rank, token, values);
+  fill_values(rank, token, values);
   if (dtype_ == PayloadType::kBf16) {
     std::memcpy(row.data(), values.data(), row.size());
     return;
   }
   std::vector<float> scales(static_cast<std::size_t>(hidden_ / dispatch::kFp8GroupSize));
-  const Status s = quantize_fp8_per_token(values, 1, hidden_, Fp8ScaleMode::kAmax,
+  const Status s = quantize_fp8_per_token(values, 1, hidden_, mode_,
                                           {reinterpret_cast<std::uint8_t*>(row.data()), row.size()}, scales);
   if (!s.ok()) throw Error(s);  // shapes are validated when the plan is made
 }
 
 void SeededRowSource::fill_scales(int rank, int token, std::span<float> scales) const {
   std::vector<bf16> values(static_cast<std::size_t>(hidden_));
-  bias_row(seed_, rank, token, values);
+  fill_values(rank, token, values);
   std::vector<std::uint8_t> codes(values.size());
-  const Status s = quantize_fp8_per_token(values, 1, hidden_, Fp8ScaleMode::kAmax, codes, scales);
+  const Status s = quantize_fp8_per_token(values, 1, hidden_, mode_, codes, scales);
   if (!s.ok()) throw Error(s);
 }
 
@@ -133,16 +137,22 @@ void Problem::fill_payloads() {
   const std::uint64_t payload_seed = payload_seed_;
   const ProblemShape& shape = shape_;
   const int t_r = p.plan_.num_tokens(rank);
-  const std::size_t row_bytes = p.plan_.row_bytes();
-  const auto num_scales = static_cast<std::size_t>(p.plan_.num_scales());
   const auto hidden = static_cast<std::size_t>(shape.hidden);
+  // With `quantize` the transport gets the bf16 rows the reference quantizes, and makes the scales itself.
+  const std::size_t row_bytes = shape.quantize ? hidden * sizeof(bf16) : p.plan_.row_bytes();
+  const auto num_scales = static_cast<std::size_t>(shape.quantize ? 0 : p.plan_.num_scales());
   p.x_.resize(static_cast<std::size_t>(t_r) * row_bytes);
   p.x_scales_.resize(static_cast<std::size_t>(t_r) * num_scales);
   p.bias0_.resize(static_cast<std::size_t>(t_r) * hidden);
   p.bias1_.resize(p.bias0_.size());
   for (int t = 0; t < t_r; ++t) {
     const auto i = static_cast<std::size_t>(t);
-    p.source_.fill_row(rank, t, std::span(p.x_).subspan(i * row_bytes, row_bytes));
+    const std::span<std::byte> row = std::span(p.x_).subspan(i * row_bytes, row_bytes);
+    if (shape.quantize) {
+      p.source_.fill_values(rank, t, {reinterpret_cast<bf16*>(row.data()), hidden});
+    } else {
+      p.source_.fill_row(rank, t, row);
+    }
     if (num_scales > 0)
       p.source_.fill_scales(rank, t, std::span(p.x_scales_).subspan(i * num_scales, num_scales));
     bias_row(payload_seed + kBias0SeedOffset, rank, t, std::span(p.bias0_).subspan(i * hidden, hidden));
@@ -157,6 +167,7 @@ transport::DispatchInput Problem::input() const {
   in.num_tokens = t_r;
   in.x = x_;
   in.x_scales = x_scales_;
+  in.quantize = shape_.quantize;
   if (t_r > 0) {  // the plan keeps a rank's routing contiguous, token after token
     in.topk_idx = std::span<const int>(plan_.topk_idx(rank_, 0).data(), slots);
     in.topk_weights = std::span<const float>(plan_.topk_weights(rank_, 0).data(), slots);

@@ -10,8 +10,10 @@
 //   shape fixes them (`tokens_per_rank`, what `epsuite bench` sweeps).
 // - Routing of (rank, step) from `routing_seed`; payloads x from `payload_seed` (bf16 values of
 // docs/numerics.md 2.2,
-//   quantized per token for fp8, docs/numerics.md 1.2). Two problems with one routing seed and different
-//   payload seeds model a cached dispatch with new activations.
+//   quantized per token for fp8, docs/numerics.md 1.2, amax scales). Two problems with one routing seed and
+//   different payload seeds model a cached dispatch with new activations. An fp8 shape with `quantize` set
+//   hands the transport the bf16 rows to quantize in that scale mode (docs/dispatch.md 5.8); the expected
+//   rows are the reference's quantization of them in that mode.
 //
 // Expert-side functions (cheap, deterministic, exact where it matters): the transport suite feeds combine
 // with `transform_row` of the received row — the row's values (bf16, or fp8 code x scale in fp32) times
@@ -22,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,6 +47,7 @@ struct ProblemShape {
   int ranks_per_node = 1;
   dispatch::PayloadType dtype = dispatch::PayloadType::kBf16;
   int tokens_per_rank = -1;  // >= 0: every rank has exactly this many tokens (benchmarks); -1: drawn
+  std::optional<Fp8ScaleMode> quantize;  // fp8: bf16 rows that the dispatch quantizes (see above)
 };
 
 // The suite's default shape at R ranks (docs/dispatch.md 5.7 small shapes): E = R * ceil(16 / R) (at least 2
@@ -55,11 +59,14 @@ ProblemShape default_shape(int ranks, const std::string& workload, dispatch::Pay
 
 transport::TransportConfig transport_config(const ProblemShape& shape, double timeout_seconds);
 
-// Regenerates payload rows (and fp8 scales) of any (rank, token) from the payload seed.
+// Regenerates payload rows (and fp8 scales, quantized in `mode`) of any (rank, token) from the payload seed.
 class SeededRowSource final : public dispatch::RowSource {
  public:
-  SeededRowSource(std::uint64_t seed, dispatch::PayloadType dtype, int hidden)
-      : seed_(seed), dtype_(dtype), hidden_(hidden) {}
+  SeededRowSource(std::uint64_t seed, dispatch::PayloadType dtype, int hidden,
+                  Fp8ScaleMode mode = Fp8ScaleMode::kAmax)
+      : seed_(seed), dtype_(dtype), hidden_(hidden), mode_(mode) {}
+  // The bf16 values an fp8 row is quantized from (the row itself for bf16).
+  void fill_values(int rank, int token, std::span<bf16> values) const;
   void fill_row(int rank, int token, std::span<std::byte> row) const override;
   void fill_scales(int rank, int token, std::span<float> scales) const override;
 
@@ -67,6 +74,7 @@ class SeededRowSource final : public dispatch::RowSource {
   std::uint64_t seed_;
   dispatch::PayloadType dtype_;
   int hidden_;
+  Fp8ScaleMode mode_;
 };
 
 class Problem {
@@ -94,7 +102,7 @@ class Problem {
   Problem(ProblemShape shape, dispatch::DispatchPlan plan, std::uint64_t payload_seed, int rank)
       : shape_(shape),
         plan_(std::move(plan)),
-        source_(payload_seed, shape.dtype, shape.hidden),
+        source_(payload_seed, shape.dtype, shape.hidden, shape.quantize.value_or(Fp8ScaleMode::kAmax)),
         payload_seed_(payload_seed),
         rank_(rank) {}
 

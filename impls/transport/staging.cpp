@@ -111,7 +111,7 @@ Result<std::unique_ptr<DispatchHandle>> RoutedTransport::staged_dispatch(Layout 
   EPS_RETURN_IF_ERROR(to_host(dev, in.x_scales, s.x_scales));
   EPS_RETURN_IF_ERROR(to_host(dev, in.topk_idx, s.topk_idx));
   EPS_RETURN_IF_ERROR(to_host(dev, in.topk_weights, s.topk_weights));
-  const DispatchInput host_in{in.num_tokens, s.x, s.x_scales, s.topk_idx, s.topk_weights};
+  const DispatchInput host_in{in.num_tokens, s.x, s.x_scales, s.topk_idx, s.topk_weights, in.quantize};
   EPS_RETURN_IF_ERROR(s.recv_x.resize(dev, out.recv_x.size()));
   EPS_RETURN_IF_ERROR(s.recv_x_scales.resize(dev, out.recv_x_scales.size()));
   EPS_RETURN_IF_ERROR(s.recv_topk_idx.resize(dev, out.recv_topk_idx.size()));
@@ -133,10 +133,11 @@ Status RoutedTransport::staged_dispatch_cached(const RoutedHandle& h, const Disp
   device::Device& dev = *config_.device;
   EPS_RETURN_IF_ERROR(to_host(dev, in.x, s.x));
   EPS_RETURN_IF_ERROR(to_host(dev, in.x_scales, s.x_scales));
-  const DispatchInput host_in{in.num_tokens, s.x, s.x_scales, {}, {}};
+  const DispatchInput host_in{in.num_tokens, s.x, s.x_scales, {}, {}, in.quantize};
   const DispatchOutput host_out = s.outputs();
   EPS_RETURN_IF_ERROR(check_cached_dispatch(config_, size_, h, host_in, host_out));
-  EPS_RETURN_IF_ERROR(run_cached_dispatch(h, host_in, host_out));
+  EPS_ASSIGN_OR_RETURN(const DispatchInput payload, backend_input(host_in));
+  EPS_RETURN_IF_ERROR(run_cached_dispatch(h, payload, host_out));
   return copy_back_dispatch(h, out);
 }
 

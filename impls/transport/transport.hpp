@@ -33,6 +33,12 @@
 // The returned DispatchHandle holds what combine needs (who sent which row) and the docs/dispatch.md 5.1
 // layout of this rank's tokens (`layout()`), plus the number of rows written (`num_recv_rows()`, HT layouts).
 //
+// Quantizing dispatch (DispatchInput.quantize set, docs/dispatch.md 5.8): with dtype fp8, x holds bf16 rows
+// [T_r, H] (2H bytes each) and x_scales is empty; the transport quantizes them with the docs/numerics.md 1.2
+// quantizer in the given scale mode, so every output (and every byte on the wire) is bit-identical to
+// quantizing first and dispatching the codes and scales. Any transport takes it: `direct` and `proxy`
+// quantize while packing their send records, the others into scratch of their own before sending.
+//
 // Cached dispatch (`dispatch_cached`, collective): re-sends new payloads (x, scales) along the routing of
 // an earlier handle without exchanging counts again; its outputs are bit-equal to those of a fresh
 // dispatch with that routing and these payloads (docs/dispatch.md 5.2). input.topk_idx / topk_weights are
@@ -66,6 +72,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -77,6 +84,7 @@
 #include "reference/dispatch/layout.hpp"
 #include "reference/dispatch/ll_dispatch.hpp"
 #include "reference/numerics/bf16.hpp"
+#include "reference/numerics/quant_group.hpp"
 
 namespace eps::transport {
 
@@ -128,10 +136,12 @@ struct TransportConfig {
 
 struct DispatchInput {
   int num_tokens = 0;                   // T_r in [0, T_max]
-  std::span<const std::byte> x;         // [T_r, row_bytes]: bf16 bit patterns or fp8 codes
-  std::span<const float> x_scales;      // [T_r, H/128] (fp8), empty (bf16)
+  std::span<const std::byte> x;         // [T_r, row_bytes]: bf16 bit patterns or fp8 codes (quantize: bf16)
+  std::span<const float> x_scales;      // [T_r, H/128] (fp8), empty (bf16, or quantize set)
   std::span<const int> topk_idx;        // [T_r, K], -1 = masked
   std::span<const float> topk_weights;  // [T_r, K]
+  // Set (dtype fp8 only): x holds bf16 rows that the dispatch quantizes with this scale mode (see above).
+  std::optional<Fp8ScaleMode> quantize;
 };
 
 // Caller-owned outputs; only the spans of the requested layout are used (the others may be empty).

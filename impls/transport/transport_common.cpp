@@ -9,12 +9,34 @@
 
 namespace eps::transport {
 
-Status check_dispatch_input(const TransportConfig& config, const DispatchInput& in, bool need_routing) {
-  const int t_max = config.max_tokens_per_rank;
-  if (in.num_tokens < 0 || in.num_tokens > t_max) {
-    return invalid_argument("num_tokens", "must be in [0, {}] (T_max, docs/dispatch.md 5.4), got {}", t_max,
-                            in.num_tokens);
+// docs/dispatch.md 5.8: bf16 rows in, fp8 on the wire; the transport makes the scales.
+Status check_quantize_input(const TransportConfig& config, const DispatchInput& in) {
+  const Fp8ScaleMode mode = *in.quantize;
+  if (mode != Fp8ScaleMode::kAmax && mode != Fp8ScaleMode::kRoundScale) {
+    return invalid_argument("quantize", "must be amax or round-scale (docs/numerics.md 1.2), got {}",
+                            static_cast<int>(mode));
   }
+  if (config.dtype != PayloadType::kFp8) {
+    return invalid_argument("quantize", "needs dtype fp8 (it quantizes bf16 rows to fp8), got dtype {}",
+                            dtype_name(config.dtype));
+  }
+  if (!in.x_scales.empty()) {
+    return invalid_argument("x_scales",
+                            "must be empty when quantize is set (the dispatch makes them), got {}",
+                            in.x_scales.size());
+  }
+  const std::size_t bf16_bytes = static_cast<std::size_t>(in.num_tokens) * 2 * config.hidden;
+  if (in.x.size() != bf16_bytes) {
+    return invalid_argument("x", "must hold {} bytes (T_r x 2H: bf16 rows to quantize), got {}", bf16_bytes,
+                            in.x.size());
+  }
+  return Status();
+}
+
+namespace {
+
+// x and x_scales of T_r rows of the configured dtype.
+Status check_payload_sizes(const TransportConfig& config, const DispatchInput& in) {
   const auto tokens = static_cast<std::size_t>(in.num_tokens);
   const std::size_t row_bytes = dispatch::payload_row_bytes(config.dtype, config.hidden);
   const auto num_scales = static_cast<std::size_t>(dispatch::payload_num_scales(config.dtype, config.hidden));
@@ -26,7 +48,20 @@ Status check_dispatch_input(const TransportConfig& config, const DispatchInput& 
     return invalid_argument("x_scales", "must hold {} values, got {}", tokens * num_scales,
                             in.x_scales.size());
   }
+  return Status();
+}
+
+}  // namespace
+
+Status check_dispatch_input(const TransportConfig& config, const DispatchInput& in, bool need_routing) {
+  const int t_max = config.max_tokens_per_rank;
+  if (in.num_tokens < 0 || in.num_tokens > t_max) {
+    return invalid_argument("num_tokens", "must be in [0, {}] (T_max, docs/dispatch.md 5.4), got {}", t_max,
+                            in.num_tokens);
+  }
+  EPS_RETURN_IF_ERROR(in.quantize ? check_quantize_input(config, in) : check_payload_sizes(config, in));
   if (!need_routing) return Status();
+  const auto tokens = static_cast<std::size_t>(in.num_tokens);
   const std::size_t slots = tokens * static_cast<std::size_t>(config.top_k);
   if (in.topk_idx.size() != slots || in.topk_weights.size() != slots) {
     return invalid_argument("topk_idx",
@@ -368,7 +403,8 @@ Result<std::unique_ptr<DispatchHandle>> RoutedTransport::direct_dispatch(Layout 
   EPS_RETURN_IF_ERROR(check_dispatch_output(config_, size_, layout, out));
   std::unique_ptr<RoutedHandle> h = make_handle();
   start_dispatch(*h, layout, this, config_, size_, rank_, in);
-  EPS_RETURN_IF_ERROR(run_dispatch(*h, in, out));
+  EPS_ASSIGN_OR_RETURN(const DispatchInput payload, backend_input(in));
+  EPS_RETURN_IF_ERROR(run_dispatch(*h, payload, out));
   return std::unique_ptr<DispatchHandle>(std::move(h));
 }
 
@@ -377,7 +413,44 @@ Status RoutedTransport::dispatch_cached(const DispatchHandle& handle, const Disp
   EPS_ASSIGN_OR_RETURN(const RoutedHandle* h, owned_handle<RoutedHandle>(handle, this, name()));
   if (staging_) return staged_dispatch_cached(*h, in, out);
   EPS_RETURN_IF_ERROR(check_cached_dispatch(config_, size_, *h, in, out));
-  return run_cached_dispatch(*h, in, out);
+  EPS_ASSIGN_OR_RETURN(const DispatchInput payload, backend_input(in));
+  return run_cached_dispatch(*h, payload, out);
+}
+
+namespace {
+
+// At least `bytes` (never 0) of kernels memory in `buffer`, which grows and never shrinks.
+Status reserve(device::Device& device, device::Buffer& buffer, std::size_t bytes) {
+  bytes = std::max<std::size_t>(bytes, 64);
+  if (buffer.data() != nullptr && buffer.bytes() >= bytes) return Status();
+  buffer.reset();
+  EPS_ASSIGN_OR_RETURN(buffer, device.allocate(bytes, MemoryKind::kDevice));
+  return Status();
+}
+
+}  // namespace
+
+// docs/dispatch.md 5.8 for a backend that does not fuse it: the same quantizer kernel, run before the pack.
+Result<DispatchInput> RoutedTransport::backend_input(const DispatchInput& in) {
+  if (!in.quantize || fuses_quantize()) return in;
+  const auto hidden = static_cast<std::size_t>(config_.hidden);
+  const std::size_t scale_bytes = 4 * hidden / kFp8GroupSize;
+  const auto t_max = static_cast<std::size_t>(config_.max_tokens_per_rank);
+  EPS_RETURN_IF_ERROR(reserve(kernels(), quantized_codes_, t_max * hidden));
+  EPS_RETURN_IF_ERROR(reserve(kernels(), quantized_scales_, t_max * scale_bytes));
+  const auto tokens = static_cast<std::size_t>(in.num_tokens);
+  if (tokens > 0) {
+    EPS_RETURN_IF_ERROR(kernels().run(device::Fp8QuantizeArgs{
+        reinterpret_cast<const bf16*>(in.x.data()), config_.hidden, nullptr,
+        quantized_codes_.as<std::uint8_t>(), config_.hidden, quantized_scales_.as<std::byte>(),
+        static_cast<std::int64_t>(scale_bytes), in.num_tokens, config_.hidden, *in.quantize}));
+    EPS_RETURN_IF_ERROR(kernels().synchronize());
+  }
+  DispatchInput codes = in;
+  codes.x = {quantized_codes_.as<const std::byte>(), tokens * hidden};
+  codes.x_scales = {quantized_scales_.as<const float>(), tokens * scale_bytes / 4};
+  codes.quantize.reset();
+  return codes;
 }
 
 Status RoutedTransport::combine(const DispatchHandle& handle, const CombineInput& in,

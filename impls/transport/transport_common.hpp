@@ -76,6 +76,9 @@ class RoutedTransport : public Transport {
 
   // An empty handle of the backend's own type.
   virtual std::unique_ptr<RoutedHandle> make_handle() const = 0;
+  // Whether run_dispatch and run_cached_dispatch take a DispatchInput with `quantize` set and quantize while
+  // packing (docs/dispatch.md 5.8); otherwise the frame hands them fp8 codes and scales it made first.
+  virtual bool fuses_quantize() const { return false; }
   // A fresh dispatch: `handle` holds the source side; the backend moves the rows and fills its part.
   virtual Status run_dispatch(RoutedHandle& handle, const DispatchInput& input,
                               const DispatchOutput& output) = 0;
@@ -105,8 +108,12 @@ class RoutedTransport : public Transport {
   Result<std::unique_ptr<DispatchHandle>> direct_dispatch(Layout layout, const DispatchInput& input,
                                                           const DispatchOutput& output);
   Status direct_combine(const RoutedHandle& handle, const CombineInput& input, const CombineOutput& output);
+  // `input` as the backend takes it: itself, unless it asks for a quantization the backend does not fuse;
+  // then its rows quantized on kernels() into quantized_codes_ / quantized_scales_ (sized for T_max once).
+  Result<DispatchInput> backend_input(const DispatchInput& input);
 
   std::unique_ptr<device::Device> own_device_;
+  device::Buffer quantized_codes_, quantized_scales_;
   device::Device* kernels_ = nullptr;
   bool staging_ = false;
   std::shared_ptr<Staging> staged_;  // shared_ptr: Staging is complete only in staging.cpp
@@ -129,9 +136,11 @@ Result<const Handle*> owned_handle(const DispatchHandle& handle, const void* own
   return h;
 }
 
-// kInvalidArgument naming the field: T_r in [0, T_max], x / x_scales sizes, and (need_routing) topk sizes,
-// expert indices in [-1, E - 1] and check_token_routing.
+// kInvalidArgument naming the field: T_r in [0, T_max], x / x_scales sizes (check_quantize_input when
+// `quantize` is set), and (need_routing) topk sizes, expert indices in [-1, E - 1] and check_token_routing.
 Status check_dispatch_input(const TransportConfig& config, const DispatchInput& input, bool need_routing);
+// docs/dispatch.md 5.8: a known scale mode, dtype fp8, x_scales empty, x holding T_r bf16 rows.
+Status check_quantize_input(const TransportConfig& config, const DispatchInput& input);
 // Per token: no NaN weight on a valid slot, no expert named twice (kInvalidArgument naming token and slots).
 Status check_token_routing(int top_k, const DispatchInput& input);
 // Every span of `layout` holds at least recv_capacity_rows(layout) rows.

@@ -587,7 +587,7 @@ class EplbSeries final : public BenchSeries {
 std::vector<ParamSpec> eplb_params() {
   std::vector<ParamSpec> s = transport_op_params();
   std::erase_if(s, [](const ParamSpec& p) {
-    return p.name == "hidden" || p.name == "max-tokens" || p.name == "layout";
+    return p.name == "hidden" || p.name == "max-tokens" || p.name == "layout" || p.name == "quantize";
   });
   s.push_back(layers_param_spec());
   s.push_back({.name = "policy",

@@ -445,7 +445,7 @@ class LayerSeries final : public BenchSeries {
 std::vector<ParamSpec> layer_params() {
   std::vector<ParamSpec> s = transport_op_params();
   std::erase_if(s, [](const ParamSpec& p) {
-    return p.name == "workload" || p.name == "hidden" || p.name == "max-tokens";
+    return p.name == "workload" || p.name == "hidden" || p.name == "max-tokens" || p.name == "quantize";
   });
   s.push_back({.name = "mask-ratio",
                .kind = ParamKind::kString,

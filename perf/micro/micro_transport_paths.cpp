@@ -13,6 +13,14 @@
 //   BM_UnpackRun/H           the unpack of those records: one strided copy per run of rows, no index list.
 //   BM_RecordCopyYardstick/H memcpy of the same record bytes as one block.
 // H is 256 (the smoke preset) and 7168 (DeepSeek-V3).
+//   BM_QuantizeThenPack/rows/fold    an fp8 dispatch pack of `rows` bf16 tokens of H = 7168, each packed into
+//                                    `fold` records (K-fold gather, shuffled): fp8_quantize into a [rows, H]
+//                                    buffer, then the two copy_rows gathers of BM_PackGather.
+//   BM_QuantizeIntoRecords/rows/fold the same records as DirectTransport's pack makes them (docs/dispatch.md
+//                                    5.8): one fp8_quantize gathers each token's bf16 row once and scatters
+//                                    codes and scales into its first record, then one copy_rows copies that
+//                                    record's codes and scales into the token's other fold - 1 records. Same
+//                                    records, bit for bit; compare the times.
 #include <cblas.h>
 
 #include <algorithm>
@@ -221,6 +229,111 @@ void BM_RecordCopyYardstick(benchmark::State& state) {
   set_bytes(state, r.payload_bytes());
 }
 BENCHMARK(BM_RecordCopyYardstick)->Arg(256)->Arg(7168)->Unit(benchmark::kMicrosecond);
+
+constexpr int kQuantizeHidden = 7168;
+
+// The fp8 records of a K-fold pack: `rows` bf16 tokens, each the source of `fold` records, records in a
+// shuffled order (record i packs token order[i]); records laid out as in Fp8Records.
+struct QuantizePack {
+  QuantizePack(int tokens, int fold)
+      : rows(tokens),
+        records(static_cast<std::int64_t>(tokens) * fold),
+        scale_bytes(4 * (kQuantizeHidden / kFp8GroupSize)),
+        record_bytes((16 + kQuantizeHidden + scale_bytes + 15) / 16 * 16),
+        x(payload_rows(tokens, kQuantizeHidden)),
+        codes(static_cast<std::size_t>(tokens) * kQuantizeHidden),
+        scales(static_cast<std::size_t>(tokens) * scale_bytes),
+        out(static_cast<std::size_t>(records * record_bytes)),
+        order(static_cast<std::size_t>(records)) {
+    // An odd multiplier permutes [0, records) (a power of two); mod rows names every token `fold` times.
+    for (std::int64_t i = 0; i < records; ++i)
+      order[static_cast<std::size_t>(i)] = (static_cast<std::uint32_t>(i) * 2654435761u) % records % rows;
+    // The fused pack's plan (QuantizePlan of DirectTransport): each token's first record, and copies from it.
+    std::vector<std::int64_t> first(static_cast<std::size_t>(rows), -1);
+    for (std::int64_t i = 0; i < records; ++i) {
+      std::int64_t& f = first[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])];
+      if (f < 0) {
+        f = i;
+        quantize_src.push_back(order[static_cast<std::size_t>(i)]);
+        quantize_dst.push_back(i);
+      } else {
+        copy_src.push_back(f);
+        copy_dst.push_back(i);
+      }
+    }
+  }
+  // fp8_quantize of the bf16 rows `src_rows` (null: 0..n) into codes / scales at the given byte strides.
+  Fp8QuantizeArgs quantize(const std::int64_t* src_rows, std::int64_t n, std::byte* to_codes,
+                           std::int64_t codes_stride, std::byte* to_scales,
+                           std::int64_t scales_stride) const {
+    return {x.data(),        kQuantizeHidden,
+            src_rows,        reinterpret_cast<std::uint8_t*>(to_codes),
+            codes_stride,    to_scales,
+            scales_stride,   n,
+            kQuantizeHidden, kMode};
+  }
+  static constexpr Fp8ScaleMode kMode = Fp8ScaleMode::kRoundScale;
+  std::int64_t rows, records, scale_bytes, record_bytes;
+  std::vector<bf16> x;
+  std::vector<std::byte> codes, scales, out;
+  std::vector<std::int64_t> order;
+  std::vector<std::int64_t> quantize_src, quantize_dst, copy_src, copy_dst;
+};
+
+void BM_QuantizeThenPack(benchmark::State& state) {
+  std::unique_ptr<Device> device = widest_cpu_device(state);
+  QuantizePack p(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  const Fp8QuantizeArgs quantize =
+      p.quantize(nullptr, p.rows, p.codes.data(), kQuantizeHidden, p.scales.data(), p.scale_bytes);
+  const CopyRowsArgs gather_codes{p.out.data() + 16, p.codes.data(),  p.records, kQuantizeHidden,
+                                  p.record_bytes,    kQuantizeHidden, nullptr,   p.order.data()};
+  const CopyRowsArgs gather_scales{p.out.data() + 16 + kQuantizeHidden,
+                                   p.scales.data(),
+                                   p.records,
+                                   p.scale_bytes,
+                                   p.record_bytes,
+                                   p.scale_bytes,
+                                   nullptr,
+                                   p.order.data()};
+  for (auto _ : state) {
+    throw_if_error(device->run(quantize));
+    throw_if_error(device->run(gather_codes));
+    throw_if_error(device->run(gather_scales));
+    throw_if_error(device->synchronize());
+    benchmark::DoNotOptimize(p.out.data());
+  }
+}
+BENCHMARK(BM_QuantizeThenPack)
+    ->ArgNames({"rows", "fold"})
+    ->ArgsProduct({{256, 4096}, {1, 4}})
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_QuantizeIntoRecords(benchmark::State& state) {
+  std::unique_ptr<Device> device = widest_cpu_device(state);
+  QuantizePack p(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  Fp8QuantizeArgs fused =
+      p.quantize(p.quantize_src.data(), static_cast<std::int64_t>(p.quantize_src.size()), p.out.data() + 16,
+                 p.record_bytes, p.out.data() + 16 + kQuantizeHidden, p.record_bytes);
+  fused.dst_rows = p.quantize_dst.data();
+  const CopyRowsArgs duplicates{p.out.data() + 16,
+                                p.out.data() + 16,
+                                static_cast<std::int64_t>(p.copy_src.size()),
+                                kQuantizeHidden + p.scale_bytes,
+                                p.record_bytes,
+                                p.record_bytes,
+                                p.copy_dst.data(),
+                                p.copy_src.data()};
+  for (auto _ : state) {
+    throw_if_error(device->run(fused));
+    if (duplicates.rows > 0) throw_if_error(device->run(duplicates));
+    throw_if_error(device->synchronize());
+    benchmark::DoNotOptimize(p.out.data());
+  }
+}
+BENCHMARK(BM_QuantizeIntoRecords)
+    ->ArgNames({"rows", "fold"})
+    ->ArgsProduct({{256, 4096}, {1, 4}})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace eps::device

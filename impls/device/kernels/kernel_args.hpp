@@ -30,9 +30,9 @@ struct CopyRowsArgs {
   const std::int64_t* src_rows = nullptr;
 };
 
-// FP8 per-token quantization (docs/numerics.md 1.2) of the bf16 rows x[src_rows[i]] (null: i) into row i of
-// codes (H bytes) and scales (H/128 fp32, stored unaligned-safe), both at byte strides so that a pack can
-// quantize straight into its send records.
+// FP8 per-token quantization (docs/numerics.md 1.2) of the bf16 rows x[src_rows[i]] (null: i) into row
+// dst_rows[i] (null: i; negative: skipped) of codes (H bytes) and scales (H/128 fp32, stored unaligned-safe),
+// both at byte strides so that a pack can quantize straight into its send records, gathered and scattered.
 struct Fp8QuantizeArgs {
   const bf16* x = nullptr;
   std::int64_t x_stride = 0;
@@ -44,6 +44,7 @@ struct Fp8QuantizeArgs {
   std::int64_t rows = 0;
   std::int32_t hidden = 0;  // a multiple of 128
   Fp8ScaleMode mode = Fp8ScaleMode::kAmax;
+  const std::int64_t* dst_rows = nullptr;
 };
 
 // out[i, c] = fp32(codes[i, c]) * scale[i, c / 128] (docs/numerics.md 1.2); with out_bf16 set instead of out,

@@ -84,10 +84,12 @@ EPS_HD inline void fp8_quantize_body(std::int64_t i, const Fp8QuantizeArgs& a) {
   const int groups = a.hidden / kFp8GroupSize;
   const std::int64_t row = i / groups;
   const std::int64_t g = i % groups;
+  const std::int64_t dst = a.dst_rows != nullptr ? a.dst_rows[row] : row;
+  if (dst < 0) return;
   const std::int64_t src = a.src_rows != nullptr ? a.src_rows[row] : row;
   const float scale = fp8_quantize_group(a.x + src * a.x_stride + g * kFp8GroupSize,
-                                         a.codes + row * a.codes_stride_bytes + g * kFp8GroupSize, a.mode);
-  memcpy(a.scales + row * a.scales_stride_bytes + g * 4, &scale, 4);
+                                         a.codes + dst * a.codes_stride_bytes + g * kFp8GroupSize, a.mode);
+  memcpy(a.scales + dst * a.scales_stride_bytes + g * 4, &scale, 4);
 }
 
 EPS_HD inline std::int64_t fp8_dequantize_extent(const Fp8DequantizeArgs& a) {

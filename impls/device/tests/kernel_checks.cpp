@@ -147,6 +147,31 @@ AssertionResult check_fp8(Device& device) {
           bits_equal(fmt::format("fp8 scales of row {}", r), want.scales.data() + r * 3, scales, 3);
       if (!scales_ok) return scales_ok;
     }
+    // Scattered: row i into record dst_rows[i] of 7 (a negative entry skips its row), as a pack quantizes
+    // each token once into its first record. Records 1 (skipped), 3 and 5 are not written.
+    {
+      constexpr int kScattered = 7;
+      const std::vector<std::int64_t> dst_rows{4, -1, 0, 6, 2, 1};
+      Buffer d_dst_rows = upload(device, dst_rows);
+      Buffer d_scattered = poisoned<std::byte>(device, kScattered * kRecord);
+      Fp8QuantizeArgs scattered = q;
+      scattered.codes = d_scattered.as<std::uint8_t>();
+      scattered.scales = d_scattered.as<std::byte>() + kHidden;
+      scattered.dst_rows = d_dst_rows.as<std::int64_t>();
+      const Status ran = device.run(scattered);
+      if (!ran.ok()) return AssertionFailure() << ran.message();
+      std::vector<std::byte> want_records(kScattered * kRecord, std::byte{0xA5});
+      for (int r = 0; r < kRows; ++r) {
+        if (dst_rows[static_cast<std::size_t>(r)] < 0) continue;
+        std::byte* at = want_records.data() + dst_rows[static_cast<std::size_t>(r)] * kRecord;
+        std::memcpy(at, want.codes.data() + r * kHidden, kHidden);
+        std::memcpy(at + kHidden, want.scales.data() + r * 3, 3 * 4);
+      }
+      AssertionResult scattered_ok = bits_equal(
+          "fp8 quantize scattered by dst_rows", want_records.data(),
+          download<std::byte>(device, d_scattered, want_records.size()).data(), want_records.size());
+      if (!scattered_ok) return scattered_ok;
+    }
     // Dequantization from the same records.
     const std::vector<float> want_x = value_or_throw(dequantize_fp8_per_token(want));
     Buffer d_out = poisoned<float>(device, kRows * kHidden);

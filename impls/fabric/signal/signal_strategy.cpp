@@ -60,6 +60,7 @@ class SignalOnly final : public StrategyBase {
     return std::optional<std::uint32_t>();
   }
   bool signal_after_local_completion() const override { return sender_barrier_; }
+  bool last_data_put_may_signal() const override { return !sender_barrier_; }
 
   Status on_remote(std::uint32_t imm) override {
     EPS_ASSIGN_OR_RETURN(ImmFields f, decode(imm));
@@ -92,6 +93,8 @@ class ImmSeq final : public StrategyBase {
         signal_at_(static_cast<std::size_t>(2 * shape.ranks), kNone) {}
 
   std::string_view name() const override { return "imm-seq"; }
+  // The signal's number follows every data put's number, whichever put carries it.
+  bool last_data_put_may_signal() const override { return true; }
 
   Result<std::optional<std::uint32_t>> data_imm(int peer, int parity, int, int) override {
     EPS_ASSIGN_OR_RETURN(std::uint32_t imm, next_imm(ImmKind::kData, peer, parity));

@@ -3,8 +3,10 @@
 // Model. A transport operation (one dispatch or combine) sends, from every source rank to every target
 // rank, one *stream*: zero or more data puts followed by exactly one signal put. The signal put writes a
 // small record (per-channel token counts, a channel being a local expert or 0) into the target's signal
-// memory and carries an immediate. Operations alternate two buffer sets by `parity`; the strategies keep
-// per-(source, parity) state, so a sender one operation ahead never disturbs the current one.
+// memory and carries an immediate; where last_data_put_may_signal() and the target already knows the counts,
+// the stream's last data put carries the signal's immediate instead and no record is sent. Operations
+// alternate two buffer sets by `parity`; the strategies keep per-(source, parity) state, so a sender one
+// operation ahead never disturbs the current one.
 // Contract: once `stream_complete(source, parity, record)` is true, every byte of every data put of that
 // stream is placed in the target's memory (docs/fabrics.md 6.2: observing a signal implies every earlier put
 // of the same (source, channel) is placed).
@@ -67,6 +69,12 @@ class SignalStrategy {
   // recv-count: every data put must carry rows of one channel only (its immediate names the channel);
   // the other strategies let a transport put a stream's rows of several channels at once.
   virtual bool per_channel_puts() const { return false; }
+  // fabric-order and imm-seq: the stream's last data put may carry the signal itself (its immediate from
+  // signal_imm, not data_imm; no signal record put) where the receiver knows the stream's counts without a
+  // record. Their signal means "every earlier put of the stream is placed", and a put's immediate arrives
+  // only after its own bytes are placed (docs/fabrics.md 6.1, 6.2). Not sender-barrier (its signal waits for
+  // the data puts' local completions) nor recv-count (its signal waits for the counts of the record).
+  virtual bool last_data_put_may_signal() const { return false; }
 
   // Receiver side: every remote completion of the fabric goes through on_remote (kInvalidArgument for a
   // malformed, out-of-window or duplicate immediate, naming the source and values).

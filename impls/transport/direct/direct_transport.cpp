@@ -96,7 +96,8 @@ void DirectTransport::plan_destinations(DirectHandle& h) const {
 }
 
 // Records [first, last) of the send order into consecutive records at `dst`: headers on the host, payload
-// rows and scales by the row-copy kernel (transport_common.hpp), gathered straight from the caller's rows.
+// rows and scales by the row-copy kernel (transport_common.hpp), gathered straight from the caller's rows
+// (with in.quantize, quantize_into_records writes the payloads of all records afterwards).
 Status DirectTransport::pack_records(const DirectHandle& h, const DispatchInput& in, int first, int last,
                                      std::byte* dst) {
   if (last <= first) return Status();
@@ -119,6 +120,7 @@ Status DirectTransport::pack_records(const DirectHandle& h, const DispatchInput&
       std::memcpy(at + 12, &h.topk_weights[routing + static_cast<std::size_t>(k)], 4);
     }
   }
+  if (in.quantize) return Status();
   const auto records = static_cast<std::int64_t>(last - first);
   const std::span<const std::int64_t> rows =
       std::span<const std::int64_t>(h.send_rows)
@@ -131,22 +133,80 @@ Status DirectTransport::pack_records(const DirectHandle& h, const DispatchInput&
                    rows);
 }
 
+// Built on the first fp8 pack of a handle and kept: the handle's send order is fixed, so cached dispatches
+// plan nothing again.
+const QuantizePlan& DirectTransport::quantize_plan(const DirectHandle& h) const {
+  QuantizePlan& plan = h.quantize_plan;
+  if (plan.ready) return plan;
+  const auto records = static_cast<int>(h.send_token.size());
+  const int self_first = own_stream_in_place() ? h.send_begin[static_cast<std::size_t>(rank_)] : records;
+  const int self_last = own_stream_in_place() ? h.send_begin[static_cast<std::size_t>(rank_) + 1] : records;
+  const auto area = [&](int i) { return i >= self_first && i < self_last ? 1 : 0; };
+  const auto index = [&](int i) { return static_cast<std::int64_t>(area(i) == 1 ? i - self_first : i); };
+  std::vector<int> first(static_cast<std::size_t>(h.num_tokens), -1);
+  for (int i = 0; i < records; ++i) {
+    int& f = first[static_cast<std::size_t>(h.send_token[static_cast<std::size_t>(i)])];
+    if (f < 0) {
+      f = i;
+      plan.quantize_src[static_cast<std::size_t>(area(i))].push_back(
+          h.send_rows[static_cast<std::size_t>(i)]);
+      plan.quantize_dst[static_cast<std::size_t>(area(i))].push_back(index(i));
+      continue;
+    }
+    const auto pair = static_cast<std::size_t>(area(f) * 2 + area(i));
+    plan.copy_src[pair].push_back(index(f));
+    plan.copy_dst[pair].push_back(index(i));
+  }
+  plan.ready = true;
+  return plan;
+}
+
+// docs/dispatch.md 5.8: the quantizer kernel gathers each token's bf16 row once and writes its codes and,
+// after them, its scales into the token's first record; the row-copy kernel copies those bytes (one run of
+// codes and scales) into the token's other records. The bytes are those that pack_records would have copied
+// from quantized input.
+Status DirectTransport::quantize_into_records(const DirectHandle& h, const DispatchInput& in,
+                                              const std::array<std::byte*, 2>& area_base) {
+  const QuantizePlan& plan = quantize_plan(h);
+  const std::size_t rec = record_bytes(h.kind);
+  const std::size_t header = header_bytes(h.kind);
+  for (std::size_t a = 0; a < 2; ++a) {
+    const std::vector<std::int64_t>& src = plan.quantize_src[a];
+    if (src.empty()) continue;
+    std::byte* payload = area_base[a] + header;
+    EPS_RETURN_IF_ERROR(kernels().run(device::Fp8QuantizeArgs{
+        reinterpret_cast<const bf16*>(in.x.data()), config_.hidden, src.data(),
+        reinterpret_cast<std::uint8_t*>(payload), static_cast<std::int64_t>(rec), payload + row_bytes_,
+        static_cast<std::int64_t>(rec), static_cast<std::int64_t>(src.size()), config_.hidden, *in.quantize,
+        plan.quantize_dst[a].data()}));
+  }
+  const std::size_t payload_bytes = row_bytes_ + 4 * static_cast<std::size_t>(num_scales_);
+  for (std::size_t pair = 0; pair < 4; ++pair) {
+    const std::vector<std::int64_t>& src = plan.copy_src[pair];
+    EPS_RETURN_IF_ERROR(copy_rows(kernels(), area_base[pair % 2] + header, rec, area_base[pair / 2] + header,
+                                  rec, payload_bytes, static_cast<std::int64_t>(src.size()), src,
+                                  plan.copy_dst[pair]));
+  }
+  return Status();
+}
+
 // The records to other ranks go to the send region; this rank's own records straight to its slot in its own
 // receive region, which is where a put would have placed them (no fabric op, no signal: exchange()).
 Status DirectTransport::pack_dispatch(const DirectHandle& h, const DispatchInput& in) {
   const std::size_t rec = record_bytes(h.kind);
   const auto end = static_cast<int>(h.send_token.size());
+  std::byte* const own = recv_base(parity()) + own_slot_offset(h.kind);
   if (!own_stream_in_place()) {
     EPS_RETURN_IF_ERROR(pack_records(h, in, 0, end, send_base()));
-    return kernels().synchronize();
+  } else {
+    const int self_first = h.send_begin[static_cast<std::size_t>(rank_)];
+    const int self_last = h.send_begin[static_cast<std::size_t>(rank_) + 1];
+    EPS_RETURN_IF_ERROR(pack_records(h, in, 0, self_first, send_base()));
+    EPS_RETURN_IF_ERROR(pack_records(h, in, self_first, self_last, own));
+    EPS_RETURN_IF_ERROR(
+        pack_records(h, in, self_last, end, send_base() + static_cast<std::size_t>(self_last) * rec));
   }
-  const int self_first = h.send_begin[static_cast<std::size_t>(rank_)];
-  const int self_last = h.send_begin[static_cast<std::size_t>(rank_) + 1];
-  EPS_RETURN_IF_ERROR(pack_records(h, in, 0, self_first, send_base()));
-  EPS_RETURN_IF_ERROR(
-      pack_records(h, in, self_first, self_last, recv_base(parity()) + own_slot_offset(h.kind)));
-  EPS_RETURN_IF_ERROR(
-      pack_records(h, in, self_last, end, send_base() + static_cast<std::size_t>(self_last) * rec));
+  if (in.quantize) EPS_RETURN_IF_ERROR(quantize_into_records(h, in, {send_base(), own}));
   return kernels().synchronize();
 }
 
@@ -270,6 +330,14 @@ Status DirectTransport::put_signal(int peer, int parity, std::size_t local_offse
                kSignalBit | static_cast<std::uint64_t>(parity)});
 }
 
+Status DirectTransport::put_data_with_signal(int peer, int parity, const DataPut& put,
+                                             std::size_t record_bytes) {
+  EPS_ASSIGN_OR_RETURN(std::uint32_t imm, signal_->signal_imm(peer, parity));
+  return post({peer, send_.id, put.local_offset, recv_.id, put.remote_offset,
+               static_cast<std::size_t>(put.tokens) * record_bytes, imm,
+               kSignalBit | static_cast<std::uint64_t>(parity)});
+}
+
 Status DirectTransport::await_data_completions(int parity) {
   Status failure;
   EPS_RETURN_IF_ERROR(wait_until(
@@ -287,32 +355,64 @@ Status DirectTransport::await_data_completions(int parity) {
 
 Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, std::size_t record_bytes) {
   const int parity = static_cast<int>(operation_ & 1);
-  const int per_put = rows_per_put(record_bytes);
-  const std::size_t ints = static_cast<std::size_t>(record_ints());
   const Deadline deadline(config_.timeout_seconds);
   // Data puts, destinations in rotated order so that no rank is everyone's first target. This rank's own
   // stream skips the fabric where own_stream_in_place(): its records were written in place already.
+  signal_carriers_.assign(static_cast<std::size_t>(size_), std::nullopt);
   for (int step = 0; step < size_; ++step) {
     const int q = (rank_ + 1 + step) % size_;
     if (q == rank_ && own_stream_in_place()) continue;
-    for (const Piece& piece : pieces[static_cast<std::size_t>(q)]) {
-      for (int done = 0; done < piece.records; done += per_put) {
-        const int n = std::min(per_put, piece.records - done);
-        const std::size_t skip = static_cast<std::size_t>(done) * record_bytes;
-        EPS_RETURN_IF_ERROR(
-            put_data(q, parity, piece.channel, n, record_bytes,
-                     static_cast<std::size_t>(parity) * send_bytes_ + piece.local_offset + skip,
-                     static_cast<std::size_t>(parity) * recv_parity_bytes_ + piece.remote_offset + skip));
-      }
-    }
+    const std::vector<Piece>& stream = pieces[static_cast<std::size_t>(q)];
+    std::int64_t records = 0;
+    for (const Piece& piece : stream) records += piece.records;
+    std::optional<DataPut>* carrier =
+        signal_on_last_data_put(records) ? &signal_carriers_[static_cast<std::size_t>(q)] : nullptr;
+    EPS_RETURN_IF_ERROR(put_stream_data(q, parity, stream, record_bytes, carrier));
   }
   EPS_RETURN_IF_ERROR(data_puts_done(parity));
   if (signal_->signal_after_local_completion()) EPS_RETURN_IF_ERROR(await_data_completions(parity));
-  // Signal records: this rank's tokens per rank, then per-channel record counts for the destination.
+  EPS_RETURN_IF_ERROR(put_signals(parity, record_bytes));
+  EPS_RETURN_IF_ERROR(signal_puts_done(parity));
+  EPS_RETURN_IF_ERROR(await_streams(parity, deadline));
+  count_received(record_bytes);
+  return Status();
+}
+
+Status DirectTransport::put_stream_data(int peer, int parity, const std::vector<Piece>& pieces,
+                                        std::size_t record_bytes, std::optional<DataPut>* held) {
+  const int per_put = rows_per_put(record_bytes);
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const Piece& piece = pieces[i];
+    for (int done = 0; done < piece.records; done += per_put) {
+      const int n = std::min(per_put, piece.records - done);
+      const std::size_t skip = static_cast<std::size_t>(done) * record_bytes;
+      const DataPut put{piece.channel, n,
+                        static_cast<std::size_t>(parity) * send_bytes_ + piece.local_offset + skip,
+                        static_cast<std::size_t>(parity) * recv_parity_bytes_ + piece.remote_offset + skip};
+      if (held != nullptr && i + 1 == pieces.size() && done + n == piece.records) {
+        *held = put;
+        continue;
+      }
+      EPS_RETURN_IF_ERROR(
+          put_data(peer, parity, put.channel, put.tokens, record_bytes, put.local_offset, put.remote_offset));
+    }
+  }
+  return Status();
+}
+
+// Each peer's held last data put now carries its signal; the other peers get a signal record: this rank's
+// tokens per rank, then per-channel record counts for the destination.
+Status DirectTransport::put_signals(int parity, std::size_t record_bytes) {
+  const std::size_t ints = static_cast<std::size_t>(record_ints());
   auto* records = reinterpret_cast<std::int32_t*>(signal_send_.local.data()) +
                   static_cast<std::size_t>(parity) * size_ * ints;
   for (int step = 0; step < size_; ++step) {
     const int q = (rank_ + 1 + step) % size_;
+    const std::optional<DataPut>& carrier = signal_carriers_[static_cast<std::size_t>(q)];
+    if (carrier) {
+      EPS_RETURN_IF_ERROR(put_data_with_signal(q, parity, *carrier, record_bytes));
+      continue;
+    }
     std::int32_t* record = q == rank_ && own_stream_in_place() ? own_signal_record(parity)
                                                                : records + static_cast<std::size_t>(q) * ints;
     std::copy(my_tokens_per_rank_.begin(), my_tokens_per_rank_.end(), record);
@@ -321,8 +421,11 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
     EPS_RETURN_IF_ERROR(put_signal(q, parity, (static_cast<std::size_t>(parity) * size_ + q) * ints * 4,
                                    (static_cast<std::size_t>(parity) * size_ + rank_) * ints * 4, ints * 4));
   }
-  EPS_RETURN_IF_ERROR(signal_puts_done(parity));
-  // Every source's stream: the strategy decides when its data is placed (docs/fabrics.md 6.2).
+  return Status();
+}
+
+// Every source's stream: the strategy decides when its data is placed (docs/fabrics.md 6.2).
+Status DirectTransport::await_streams(int parity, const Deadline& deadline) {
   int waiting_for = 0;
   Status failure;
   EPS_RETURN_IF_ERROR(wait_until(
@@ -330,31 +433,64 @@ Status DirectTransport::exchange(const std::vector<std::vector<Piece>>& pieces, 
       [&] {
         failure = pump();
         if (!failure.ok()) return true;
-        while (
-            waiting_for < size_ &&
-            ((waiting_for == rank_ && own_stream_in_place()) ||
-             (signal_->signal_arrived(waiting_for, parity) &&
-              signal_->stream_complete(waiting_for, parity, received_record(waiting_for).subspan(size_))))) {
+        while (waiting_for < size_ &&
+               ((waiting_for == rank_ && own_stream_in_place()) ||
+                (signal_->signal_arrived(waiting_for, parity) &&
+                 signal_->stream_complete(waiting_for, parity, incoming_counts(waiting_for))))) {
           ++waiting_for;
         }
         return waiting_for == size_;
       },
       [&] {
-        return fmt::format(
-            "rank {}: {} ({})", waiting_for,
-            signal_->describe_wait(waiting_for, parity, received_record(waiting_for).subspan(size_)),
-            where());
+        return fmt::format("rank {}: {} ({})", waiting_for,
+                           signal_->describe_wait(waiting_for, parity, incoming_counts(waiting_for)),
+                           where());
       }));
   std::atomic_thread_fence(std::memory_order_acquire);
-  EPS_RETURN_IF_ERROR(failure);
-  // What arrived from the other ranks: their records, then their signal record.
+  return failure;
+}
+
+// What arrived from the other ranks: their records, then their signal record where they sent one.
+void DirectTransport::count_received(std::size_t record_bytes) {
+  const auto record = static_cast<std::int64_t>(record_ints()) * 4;
   for (int source = 0; source < size_; ++source) {
     if (source == rank_) continue;
     std::int64_t records = 0;
-    for (std::int32_t n : received_record(source).subspan(static_cast<std::size_t>(size_))) records += n;
-    wire_.received += records * static_cast<std::int64_t>(record_bytes) + static_cast<std::int64_t>(ints) * 4;
+    for (std::int32_t n : incoming_counts(source)) records += n;
+    wire_.received +=
+        records * static_cast<std::int64_t>(record_bytes) + (signal_on_last_data_put(records) ? 0 : record);
   }
-  return Status();
+}
+
+std::span<const std::int32_t> DirectTransport::incoming_counts(int source) const {
+  if (expected_counts_.empty()) return received_record(source).subspan(static_cast<std::size_t>(size_));
+  return std::span<const std::int32_t>(expected_counts_)
+      .subspan(static_cast<std::size_t>(source) * local(), static_cast<std::size_t>(local()));
+}
+
+// A cached dispatch resends along the handle's routing: source s sends what it sent in the handle's dispatch
+// (rank-major: its rows on channel 0; LL: its block of each local expert on that expert's channel).
+void DirectTransport::expect_counts_of_cached_dispatch(const DirectHandle& h) {
+  expected_counts_.assign(static_cast<std::size_t>(size_) * local(), 0);
+  for (int s = 0; s < size_; ++s) {
+    const std::size_t at = static_cast<std::size_t>(s) * local();
+    if (h.kind != Layout::kLl) {
+      expected_counts_[at] =
+          h.recv_begin[static_cast<std::size_t>(s) + 1] - h.recv_begin[static_cast<std::size_t>(s)];
+      continue;
+    }
+    for (int l = 0; l < local(); ++l)
+      expected_counts_[at + l] = h.ll_ranges[static_cast<std::size_t>(l) * size_ + s].count;
+  }
+}
+
+// A combine returns one row per record this rank sent to q in the dispatch, all on channel 0.
+void DirectTransport::expect_counts_of_combine(const DirectHandle& h) {
+  expected_counts_.assign(static_cast<std::size_t>(size_) * local(), 0);
+  for (int q = 0; q < size_; ++q) {
+    expected_counts_[static_cast<std::size_t>(q) * local()] =
+        h.send_begin[static_cast<std::size_t>(q) + 1] - h.send_begin[static_cast<std::size_t>(q)];
+  }
 }
 
 // The send region and signal records of this parity were last used two operations ago: wait for those
@@ -414,7 +550,7 @@ Status DirectTransport::unpack_rank_major(const DispatchOutput& out, DispatchSha
   shape.recv_begin.assign(static_cast<std::size_t>(size_) + 1, 0);
   std::size_t row = 0;
   for (int s = 0; s < size_; ++s) {
-    const int n = received_record(s)[static_cast<std::size_t>(size_)];
+    const int n = incoming_counts(s)[0];
     const std::size_t slot = static_cast<std::size_t>(s) * t_max;
     for (int i = 0; i < n; ++i) {
       const std::byte* at = base + (slot + static_cast<std::size_t>(i)) * rank_record_;
@@ -446,7 +582,7 @@ Status DirectTransport::unpack_ll(const DispatchOutput& out, DispatchShape& shap
   for (int l = 0; l < local(); ++l) {
     int begin = 0;
     for (int s = 0; s < size_; ++s) {
-      const int n = received_record(s)[static_cast<std::size_t>(size_ + l)];
+      const int n = incoming_counts(s)[static_cast<std::size_t>(l)];
       std::size_t& start = block_start_[static_cast<std::size_t>(s)];
       const std::size_t first = static_cast<std::size_t>(s) * combine_rows_per_peer_ + start;
       start += static_cast<std::size_t>(n);
@@ -505,6 +641,7 @@ Status DirectTransport::run_dispatch(RoutedHandle& handle, const DispatchInput& 
   plan_destinations(h);
   DispatchShape shape;
   shape.prefix_matrix = &h.layout_info.rank_prefix_matrix;
+  expected_counts_.clear();  // only the signal records tell them
   EPS_RETURN_IF_ERROR(exchange_dispatch(h, in, out, shape));
   h.recv_begin = std::move(shape.recv_begin);
   h.ll_ranges = std::move(shape.ll_ranges);
@@ -515,8 +652,10 @@ Status DirectTransport::run_dispatch(RoutedHandle& handle, const DispatchInput& 
 Status DirectTransport::run_cached_dispatch(const RoutedHandle& handle, const DispatchInput& in,
                                             const DispatchOutput& out) {
   // The handle stays const for the caller; the shape is re-derived identically into scratch.
+  const auto& h = static_cast<const DirectHandle&>(handle);
   cached_shape_.prefix_matrix = nullptr;
-  return exchange_dispatch(static_cast<const DirectHandle&>(handle), in, out, cached_shape_);
+  expect_counts_of_cached_dispatch(h);
+  return exchange_dispatch(h, in, out, cached_shape_);
 }
 
 // Expert side of a combine: the rows of in.x that go back to source s, as contiguous runs (rank-major: the
@@ -594,6 +733,7 @@ Status DirectTransport::run_combine(const RoutedHandle& handle, const CombineInp
   }
   EPS_RETURN_IF_ERROR(kernels().synchronize());
   my_tokens_per_rank_.assign(static_cast<std::size_t>(size_), 0);
+  expect_counts_of_combine(*h);
   EPS_RETURN_IF_ERROR(exchange(pieces_, row));
   const auto* rows = reinterpret_cast<const bf16*>(recv_base(static_cast<int>(operation_ & 1)));
   const CombineIndex& index = combine_index(*h);
@@ -637,6 +777,15 @@ Result<std::unique_ptr<Transport>> make_direct_transport(const TransportConfig& 
   EPS_RETURN_IF_ERROR(validate_config(config, size, direct_capabilities()));
   EPS_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Fabric> fab,
                        fabric::make_fabric(selection, config.comm, config.timeout_seconds));
+  return make_direct_transport_over(config, selection, std::move(fab));
+}
+
+Result<std::unique_ptr<Transport>> make_direct_transport_over(const TransportConfig& config,
+                                                              const fabric::FabricSelection& selection,
+                                                              std::unique_ptr<fabric::Fabric> fab) {
+  EPS_RETURN_IF_ERROR(validate_config(config, fab->size(), direct_capabilities()));
+  const int rank = fab->rank();
+  const int size = fab->size();
   auto transport = std::make_unique<DirectTransport>(config, selection, rank, size, std::move(fab));
   EPS_RETURN_IF_ERROR(transport->setup());
   return std::unique_ptr<Transport>(std::move(transport));

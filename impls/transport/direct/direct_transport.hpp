@@ -10,7 +10,10 @@
 // rank-major records, or T_max x min(K, L) LL records in (local expert, token) order, found again through
 // the counts of the signal record), then puts one signal
 // record per destination (its own tokens-per-rank row, for the docs/dispatch.md 5.1 rank prefix matrix, and
-// per-channel record counts) into the destination's signal region. The receiver waits until the signal
+// per-channel record counts) into the destination's signal region. Where the destination knows those counts
+// already (combine, cached dispatch: from the handle) and the strategy allows it (fabric-order, imm-seq), the
+// last data put to it carries the signal immediate instead and no record is put (docs/fabrics.md 6.2); a
+// destination without data still gets its record. The receiver waits until the signal
 // strategy calls every source's stream complete (every wait bounded by the timeout, docs/errors.md 10), then
 // unpacks into the caller's buffers in canonical order (rank-major rows by (r, t); LL blocks by r ascending,
 // rows by t), so the LL output is ordered. Combine returns each received row to its source in the order the
@@ -32,6 +35,7 @@
 
 #include <memory>
 
+#include "impls/fabric/fabric.hpp"
 #include "impls/fabric/fabric_selection.hpp"
 #include "impls/transport/transport.hpp"
 
@@ -43,5 +47,10 @@ Capabilities direct_capabilities();
 // fabric-order on an unordered fabric without allow_unsafe); kEnvironment when the fabric cannot run here.
 Result<std::unique_ptr<Transport>> make_direct_transport(const TransportConfig& config,
                                                          const fabric::FabricSelection& fabric);
+// The same over a fabric the caller made (collective over the fabric's ranks): how a test wraps the fabric to
+// watch the transport's puts. `selection` gives the signal strategy and the chaos spec of describe().
+Result<std::unique_ptr<Transport>> make_direct_transport_over(const TransportConfig& config,
+                                                              const fabric::FabricSelection& selection,
+                                                              std::unique_ptr<fabric::Fabric> fab);
 
 }  // namespace eps::transport

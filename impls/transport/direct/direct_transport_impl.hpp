@@ -5,9 +5,11 @@
 // ends.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 
 #include "impls/fabric/fabric_registry.hpp"
 #include "impls/fabric/signal/signal_strategy.hpp"
+#include "impls/runtime/deadline.hpp"
 #include "impls/transport/direct/direct_transport.hpp"
 #include "impls/transport/transport_common.hpp"
 
@@ -40,6 +43,15 @@ struct Piece {
   int channel = 0;
 };
 
+// One data put as issued (a piece cut at rows_per_put): channel, records, send- and receive-region offsets
+// (parity included).
+struct DataPut {
+  int channel = 0;
+  int tokens = 0;
+  std::size_t local_offset = 0;
+  std::size_t remote_offset = 0;
+};
+
 // What the expert side of a dispatch learns from the signal records (DirectHandle keeps it for combine), and
 // where the docs/dispatch.md 5.1 rank prefix matrix goes (null: not wanted, a cached dispatch).
 struct DispatchShape {
@@ -47,6 +59,18 @@ struct DispatchShape {
   std::vector<LlRange> ll_ranges;  // LL: [L * R]
   std::int64_t num_rows = 0;
   std::vector<int>* prefix_matrix = nullptr;
+};
+
+// The fused fp8 pack of a handle's records (docs/dispatch.md 5.8): every token is quantized once, into its
+// first record in send order, whose codes and scales are then copied into the token's other records. Records
+// lie in two areas: 0 = the send region (record i at index i), 1 = this rank's own records [self_first,
+// self_last) where own_stream_in_place() writes them into its receive region (index i - self_first).
+struct QuantizePlan {
+  bool ready = false;
+  std::array<std::vector<std::int64_t>, 2> quantize_src;  // [area]: rows of in.x, one per token
+  std::array<std::vector<std::int64_t>, 2> quantize_dst;  // [area]: the token's first record there
+  std::array<std::vector<std::int64_t>, 4> copy_src;      // [from area * 2 + to area]: first records
+  std::array<std::vector<std::int64_t>, 4> copy_dst;      // [from area * 2 + to area]: the other records
 };
 
 // RoutedHandle (keys: destination for rank-major, global expert for LL) plus what combine needs.
@@ -57,6 +81,7 @@ class DirectHandle final : public RoutedHandle {
   std::vector<LlRange> ll_ranges;  // expert side, LL: [L * R]
   mutable CombineIndex
       combine_index;  // source side: built by the first combine (DirectTransport::combine_index)
+  mutable QuantizePlan quantize_plan;  // built by the first fp8 pack (DirectTransport::quantize_plan)
 };
 
 class DirectTransport : public RoutedTransport {
@@ -78,6 +103,7 @@ class DirectTransport : public RoutedTransport {
 
  protected:
   std::unique_ptr<RoutedHandle> make_handle() const override { return std::make_unique<DirectHandle>(); }
+  bool fuses_quantize() const override { return true; }  // quantize_into_records
   Status run_dispatch(RoutedHandle& handle, const DispatchInput& input,
                       const DispatchOutput& output) override;
   Status run_cached_dispatch(const RoutedHandle& handle, const DispatchInput& input,
@@ -106,7 +132,13 @@ class DirectTransport : public RoutedTransport {
   bool own_stream_in_place() const { return selection_.chaos.empty(); }
   // This rank's signal record to itself, written in place (it travels through no fabric).
   std::int32_t* own_signal_record(int parity) const;
+  // Records [first, last) of the send order at `dst`: headers, and payloads unless in.quantize is set.
   Status pack_records(const DirectHandle& h, const DispatchInput& in, int first, int last, std::byte* dst);
+  const QuantizePlan& quantize_plan(const DirectHandle& h) const;
+  // The payloads of all records from in.x (bf16, in.quantize set): fp8 codes after each header and their
+  // scales right after them, records of area a (QuantizePlan) at area_base[a].
+  Status quantize_into_records(const DirectHandle& h, const DispatchInput& in,
+                               const std::array<std::byte*, 2>& area_base);
   Status pack_dispatch(const DirectHandle& h, const DispatchInput& in);
   // The data puts of a dispatch into pieces_.
   void plan_dispatch_pieces(const DirectHandle& h);
@@ -120,8 +152,25 @@ class DirectTransport : public RoutedTransport {
   Status unpack_run(Layout kind, std::size_t first_record, std::size_t first_row, int n,
                     const DispatchOutput& out) const;
 
-  // One exchange: puts every piece, then the signal records, then waits for every source's stream.
+  // One exchange: puts every piece, then the signals, then waits for every source's stream. Where the
+  // receivers know the counts (expected_counts_) and the strategy allows it, the last data put of a stream
+  // carries its signal and no signal record is put (docs/fabrics.md 6.2).
   Status exchange(const std::vector<std::vector<Piece>>& pieces, std::size_t record_bytes);
+  // The data puts of the stream to `peer`; with `held`, its last one is not posted but kept there.
+  Status put_stream_data(int peer, int parity, const std::vector<Piece>& pieces, std::size_t record_bytes,
+                         std::optional<DataPut>* held);
+  // Each peer's signal: its held last data put with the signal immediate, or its signal record.
+  Status put_signals(int parity, std::size_t record_bytes);
+  Status await_streams(int parity, const Deadline& deadline);
+  void count_received(std::size_t record_bytes);
+  // Whether a stream of `records` records carries its signal on its last data put instead of a record.
+  bool signal_on_last_data_put(std::int64_t records) const {
+    return !expected_counts_.empty() && signal_->last_data_put_may_signal() && records > 0;
+  }
+  // The per-channel record counts of source's stream this operation: known, or from its signal record.
+  std::span<const std::int32_t> incoming_counts(int source) const;
+  void expect_counts_of_cached_dispatch(const DirectHandle& h);
+  void expect_counts_of_combine(const DirectHandle& h);
   Status post(const PutOp& op);
 
   // The hooks of the put path (offsets are within the send/receive or signal regions, parity included).
@@ -131,6 +180,9 @@ class DirectTransport : public RoutedTransport {
   // The signal record put to `peer`.
   virtual Status put_signal(int peer, int parity, std::size_t local_offset, std::size_t remote_offset,
                             std::size_t bytes);
+  // The last data put of the stream to `peer`, carrying the stream's signal immediate (a signal put for the
+  // completion counts).
+  virtual Status put_data_with_signal(int peer, int parity, const DataPut& put, std::size_t record_bytes);
   // After the data puts of an exchange, and after its signal puts (a path that batches puts issues them
   // here).
   virtual Status data_puts_done(int parity) { return Status(); }
@@ -163,6 +215,10 @@ class DirectTransport : public RoutedTransport {
   fabric::Region send_, recv_, signal_send_, signal_recv_;
   std::vector<std::int32_t> my_tokens_per_rank_;  // this operation's first R record entries
   std::vector<std::int32_t> channel_counts_;      // [R * L]: records per (destination, channel)
+  // [R * L]: records per (source, channel) this operation receives where the handle tells them (combine,
+  // cached dispatch); empty where only the signal records do (a fresh dispatch).
+  std::vector<std::int32_t> expected_counts_;
+  std::vector<std::optional<DataPut>> signal_carriers_;  // [R]: the held last data put to each peer
   std::uint64_t operation_ = 0;
   std::size_t send_bytes_ = 0;
   // Per parity: puts posted and locally completed (all, and data puts only, for sender-barrier).

@@ -18,6 +18,7 @@
 
 #include <memory>
 
+#include "impls/fabric/fabric.hpp"
 #include "impls/fabric/fabric_selection.hpp"
 #include "impls/transport/transport.hpp"
 
@@ -27,5 +28,9 @@ Capabilities proxy_capabilities();
 // Collective over config.comm, like make_direct_transport; also starts the proxy threads.
 Result<std::unique_ptr<Transport>> make_proxy_transport(const TransportConfig& config,
                                                         const fabric::FabricSelection& fabric);
+// The same over a fabric the caller made, like make_direct_transport_over (no check of the node layout).
+Result<std::unique_ptr<Transport>> make_proxy_transport_over(const TransportConfig& config,
+                                                             const fabric::FabricSelection& selection,
+                                                             std::unique_ptr<fabric::Fabric> fab);
 
 }  // namespace eps::transport

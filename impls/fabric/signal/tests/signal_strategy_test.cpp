@@ -185,6 +185,34 @@ TEST(SignalOnly, FabricOrderTrustsTheSignalAloneSenderBarrierWaitsOnTheSender) {
   EXPECT_TRUE(barrier->signal_after_local_completion());
 }
 
+// docs/fabrics.md 6.2: the last data put of a stream may carry the signal only where the signal alone means
+// "every earlier put of the stream is placed" and may leave with the data.
+TEST(LastDataPutMaySignal, OnlyFabricOrderAndImmSeq) {
+  const SignalShape shape{2, 2, 8, 4};
+  EXPECT_TRUE(make("fabric-order", shape, 0, /*ordered=*/true)->last_data_put_may_signal());
+  EXPECT_TRUE(make("imm-seq", shape, 0)->last_data_put_may_signal());
+  EXPECT_FALSE(make("sender-barrier", shape, 0)->last_data_put_may_signal());
+  EXPECT_FALSE(make("recv-count", shape, 0)->last_data_put_may_signal());
+}
+
+// imm-seq with the signal's number on the stream's last data put: the signal arriving first (the put's
+// bytes placed) still waits for every earlier data put of the stream.
+TEST(ImmSeq, ASignalOnTheLastDataPutWaitsForTheEarlierOnes) {
+  const SignalShape shape{2, 1, 8, 4};
+  auto sender = make("imm-seq", shape, 0);
+  auto receiver = make("imm-seq", shape, 1);
+  const std::uint32_t first = **sender->data_imm(1, 0, 0, 2);
+  const std::uint32_t second = **sender->data_imm(1, 0, 0, 2);
+  const std::uint32_t last_with_signal = *sender->signal_imm(1, 0);
+  ASSERT_TRUE(receiver->on_remote(last_with_signal).ok());
+  EXPECT_TRUE(receiver->signal_arrived(0, 0));
+  EXPECT_FALSE(receiver->stream_complete(0, 0, {}));
+  ASSERT_TRUE(receiver->on_remote(second).ok());
+  EXPECT_FALSE(receiver->stream_complete(0, 0, {}));
+  ASSERT_TRUE(receiver->on_remote(first).ok());
+  EXPECT_TRUE(receiver->stream_complete(0, 0, {}));
+}
+
 TEST(MakeSignalStrategy, RefusesUnsafeAndOutOfRangeSetups) {
   const SignalShape ok{4, 8, 64, 16};
   const auto refused = make_signal_strategy("fabric-order", false, false, ok, 0);
