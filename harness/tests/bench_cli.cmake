@@ -4,7 +4,10 @@
 #   all passed. CASE fabric-*: `bench fabric` over one fabric with -c: a row per size with 0
 #   wrong bytes and a schema-valid document with three passed cases (put-bw, put-latency, copy) per size.
 #   CASE shared-gpu: two ranks on one (host test plugin) GPU: the header warns that they share it; 64 tokens, 0 wrong; platform.ranks[].device names the cuda device.
-#   CASE direct-dispatch: `bench dispatch --transport direct --fabric shm -c` passes. CASE eplb: `bench eplb -c`
+#   CASE proxy-affinity: ranks bound to one core each: the header warns that the proxy's threads share it.
+#   CASE direct-dispatch: `bench dispatch --transport direct --fabric shm -c` passes. CASE quantize-dispatch:
+#   `bench dispatch --dtype fp8 --quantize round-scale -c` on mpi and direct passes, says so in the header and
+#   names quantize in every case's identity (docs/dispatch.md 5.8). CASE eplb: `bench eplb -c`
 #   on the smoke preset with the drift workload (deepseek and static, 8 steps in windows of 2) has 0 wrong
 #   values, and every case (one per load window) names its policy and carries balancedness {predicted,
 #   realized} in (0, 1].
@@ -32,6 +35,12 @@ elseif(CASE MATCHES "^fabric-(shm|chaos-shm|libfabric-shm|libfabric-tcp)$")
 elseif(CASE STREQUAL "direct-dispatch")
   set(np 4)
   set(args dispatch --transport direct --fabric shm --preset smoke --json ${json} -n 3 -w 1 -c)
+elseif(CASE STREQUAL "quantize-dispatch")
+  set(args dispatch --transport mpi,direct --fabric shm --preset smoke --dtype fp8 --quantize round-scale
+           --tokens 64,128 --json ${json} -n 3 -w 1 -c)
+elseif(CASE STREQUAL "quantize-bf16")
+  set(args dispatch --preset smoke --dtype bf16 --quantize amax --json ${json})
+  set(expect "--quantize: amax needs fp8 payloads (--dtype fp8), got bf16")
 elseif(CASE STREQUAL "eplb")
   set(np 4)
   set(args eplb --transport mpi --preset smoke --workload drift --policy deepseek,static --steps 8 --lb-interval 2
@@ -41,6 +50,10 @@ elseif(CASE STREQUAL "shared-gpu")
   # PCI address): both ranks get that GPU, and the header must say that they share it.
   set(args dispatch --transport direct --fabric shm --device cuda --preset smoke --tokens 64 -n 2 -w 1 -c
            --json ${json})
+elseif(CASE STREQUAL "proxy-affinity")
+  # Each rank bound to one core: the proxy's 4 threads would share it, and the header must say so.
+  set(mpirun_extra --bind-to core)
+  set(args dispatch --transport proxy --fabric shm --preset smoke --tokens 64 -n 2 -w 1 -c --json ${json})
 elseif(CASE STREQUAL "eplb-greedy-slots")
   set(args eplb --transport mpi --preset smoke --workload drift --policy greedy --slots 26 --json ${json})
   set(expect "--policy: greedy places no replicas: it needs --slots 24 (= E)")
@@ -89,11 +102,11 @@ else()
   message(FATAL_ERROR "unknown CASE ${CASE}")
 endif()
 
-execute_process(COMMAND ${MPIEXEC} -np ${np} --map-by :OVERSUBSCRIBE ${EPSUITE} bench ${args}
+execute_process(COMMAND ${MPIEXEC} -np ${np} --map-by :OVERSUBSCRIBE ${mpirun_extra} ${EPSUITE} bench ${args}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 240)
 message("stdout:\n${out}\nstderr:\n${err}")
 
-if(NOT CASE MATCHES "^(smoke|fabric-.*|direct-dispatch|eplb|shared-gpu)$")
+if(NOT CASE MATCHES "^(smoke|fabric-.*|direct-dispatch|quantize-dispatch|eplb|shared-gpu|proxy-affinity)$")
   if(NOT rc STREQUAL "2")
     message(FATAL_ERROR "expected exit code 2, got '${rc}'")
   endif()
@@ -122,6 +135,16 @@ if(NOT valid EQUAL 0)
 endif()
 file(READ ${json} doc)
 
+if(CASE STREQUAL "proxy-affinity")
+  string(FIND "${out}" "but it and its 4 proxy threads want 5: they take turns" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "header warning about the proxy threads sharing the rank's CPU missing")
+  endif()
+  if(NOT out MATCHES "\n +64 +[0-9]+( +[0-9.]+)+ +[01] +0\n")
+    message(FATAL_ERROR "no row of 64 tokens with 0 wrong")
+  endif()
+  return()
+endif()
 if(CASE STREQUAL "shared-gpu")
   foreach(line "buffers mirrored from the host around each call"
                "#  warning          2 ranks share one GPU: it time-slices between their processes")
@@ -231,6 +254,25 @@ if(CASE STREQUAL "eplb")
   if(NOT policies STREQUAL "deepseek;static")
     message(FATAL_ERROR "expected the policies deepseek and static, got '${policies}'")
   endif()
+  return()
+endif()
+if(CASE STREQUAL "quantize-dispatch")
+  string(FIND "${out}" "#  quantize         bf16 rows quantized by the dispatch, round-scale scales" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "table header line '#  quantize ...' missing")
+  endif()
+  string(JSON n_cases LENGTH "${doc}" results)
+  if(NOT n_cases EQUAL 4)
+    message(FATAL_ERROR "expected 4 results (2 transports x 2 token counts), got ${n_cases}")
+  endif()
+  foreach(i 0 1 2 3)
+    string(JSON passed GET "${doc}" results ${i} check passed)
+    string(JSON dtype GET "${doc}" results ${i} dtype)
+    string(JSON quantize GET "${doc}" results ${i} identity quantize)
+    if(NOT passed OR NOT dtype STREQUAL "fp8" OR NOT quantize STREQUAL "round-scale")
+      message(FATAL_ERROR "result ${i}: passed=${passed}, dtype ${dtype}, quantize ${quantize}")
+    endif()
+  endforeach()
   return()
 endif()
 if(CASE STREQUAL "direct-dispatch")

@@ -1,5 +1,7 @@
 #include "perf/bench/transport_ops.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -22,6 +24,23 @@ using transport::Layout;
 
 constexpr std::uint64_t kPayloadSeedOffset = 1;
 
+// --quantize (docs/dispatch.md 5.8): the transport quantizes bf16 rows itself, which only an fp8 dispatch
+// can.
+Status choose_quantize(const std::string& quantize, TransportPlan& plan) {
+  if (quantize == "off") return Status();
+  if (plan.dtype != dispatch::PayloadType::kFp8) {
+    return invalid_argument("--quantize", "{} needs fp8 payloads (--dtype fp8), got {}", quantize,
+                            transport::dtype_name(plan.dtype));
+  }
+  plan.quantize = quantize == "round-scale" ? Fp8ScaleMode::kRoundScale : Fp8ScaleMode::kAmax;
+  return Status();
+}
+
+std::string_view quantize_name(const std::optional<Fp8ScaleMode>& quantize) {
+  if (!quantize) return "off";
+  return *quantize == Fp8ScaleMode::kRoundScale ? "round-scale" : "amax";
+}
+
 Status choose_contract(const Params& p, TransportPlan& plan) {
   if (p.string("mode") == "ll") {
     plan.layout = Layout::kLl;
@@ -37,6 +56,7 @@ Status choose_contract(const Params& p, TransportPlan& plan) {
   const std::string_view chosen =
       dtype == "preset" ? plan.preset.preset->dispatch_dtype : std::string_view(dtype);
   plan.dtype = chosen == "fp8" ? dispatch::PayloadType::kFp8 : dispatch::PayloadType::kBf16;
+  EPS_RETURN_IF_ERROR(choose_quantize(p.string("quantize"), plan));
   plan.hidden = p.integer("hidden") > 0 ? static_cast<int>(p.integer("hidden"))
                                         : static_cast<int>(plan.preset.preset->hidden);
   if (plan.dtype == dispatch::PayloadType::kFp8 && plan.hidden % 128 != 0) {
@@ -76,6 +96,7 @@ problem::ProblemShape shape_for(const TransportPlan& plan, int tokens) {
   s.ranks_per_node = plan.preset.ranks_per_node;
   s.dtype = plan.dtype;
   s.tokens_per_rank = tokens;
+  s.quantize = plan.quantize;
   return s;
 }
 
@@ -168,6 +189,7 @@ class TransportPoint final : public BenchPoint {
     c.identity["workload"] = plan_.workload;
     c.identity["seed"] = std::to_string(plan_.seed);
     c.identity["preset"] = std::string(plan_.preset.preset->name);
+    if (plan_.quantize) c.identity["quantize"] = std::string(quantize_name(plan_.quantize));
     c.times_us = m.times_us;
     c.algo_bytes = static_cast<double>(t.algo);
     c.physical_bytes = static_cast<double>(t.physical);
@@ -215,10 +237,22 @@ class TransportSeries final : public BenchSeries {
           "which inflates these timings (one GPU per rank, or NVIDIA MPS, avoids it)\n",
           "warning", plan_.ranks_per_gpu);
     }
+    const int proxy_cpus = 1 + plan_.fabric.proxy_threads;
+    if (t.name() == "proxy" && plan_.fewest_cpus < proxy_cpus) {
+      out += fmt::format(
+          "#  {:<16} a rank may run on {} CPU(s) only (its affinity), but it and its {} proxy threads want "
+          "{}: they take turns, which inflates these timings (mpirun --bind-to none, or --map-by "
+          "...:PE={}, gives them their own; docs/channel.md)\n",
+          "warning", plan_.fewest_cpus, plan_.fabric.proxy_threads, proxy_cpus, proxy_cpus);
+    }
     out += fmt::format(
         "#  {:<16} {} dispatch, {} combine, {} payloads, H {}, T_max {}, workload {}, seed {}\n", "contract",
         transport::layout_name(plan_.layout), transport::tree_name(plan_.tree),
         transport::dtype_name(plan_.dtype), plan_.hidden, plan_.max_tokens, plan_.workload, plan_.seed);
+    if (plan_.quantize) {
+      out += fmt::format("#  {:<16} bf16 rows quantized by the dispatch, {} scales (docs/dispatch.md 5.8)\n",
+                         "quantize", quantize_name(plan_.quantize));
+    }
     out += fmt::format(
         "#  {:<16} MPI_Wtime per rank around the measured calls; barrier before each iteration; "
         "time = max over ranks\n",
@@ -256,6 +290,16 @@ class TransportSeries final : public BenchSeries {
   std::string params_block_;
 };
 
+// The smallest CPU affinity of any rank (sched_getaffinity; a rank that cannot read its own counts as 1).
+Result<int> fewest_cpus_of_a_rank(double timeout) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int mine = sched_getaffinity(0, sizeof(set), &set) == 0 ? std::max(CPU_COUNT(&set), 1) : 1;
+  EPS_ASSIGN_OR_RETURN(const std::vector<int> all,
+                       mpi::allgather_int(mine, MPI_COMM_WORLD, Deadline(timeout)));
+  return *std::min_element(all.begin(), all.end());
+}
+
 Result<std::shared_ptr<TransportPlan>> make_plan(const BenchContext& context) {
   const Params& p = context.params;
   auto plan = std::make_shared<TransportPlan>();
@@ -270,6 +314,7 @@ Result<std::shared_ptr<TransportPlan>> make_plan(const BenchContext& context) {
   EPS_ASSIGN_OR_RETURN(plan->device, device::make_device(p.string("device"), local_rank));
   EPS_ASSIGN_OR_RETURN(plan->ranks_per_gpu,
                        problem::ranks_per_gpu(*plan->device, MPI_COMM_WORLD, plan->timeout));
+  EPS_ASSIGN_OR_RETURN(plan->fewest_cpus, fewest_cpus_of_a_rank(plan->timeout));
   EPS_RETURN_IF_ERROR(choose_contract(p, *plan));
   EPS_RETURN_IF_ERROR(check_workload(*plan));
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));
@@ -357,6 +402,12 @@ std::vector<ParamSpec> transport_op_params() {
                .default_text = "preset",
                .help = "Dispatch payload type; 'preset' = the preset's dispatch dtype",
                .choices = {"preset", "bf16", "fp8"}});
+  s.push_back({.name = "quantize",
+               .kind = ParamKind::kChoice,
+               .default_text = "off",
+               .help = "fp8 only: pass bf16 rows and let the dispatch quantize them with amax or round-scale "
+                       "scales (docs/dispatch.md 5.8); off = pass fp8 codes and scales",
+               .choices = {"off", "amax", "round-scale"}});
   s.push_back({.name = "hidden",
                .kind = ParamKind::kInteger,
                .default_text = "0",
@@ -387,6 +438,7 @@ Result<std::vector<SeriesPlan>> plan_transport_op(const BenchContext& context, J
   config["layout"] = transport::layout_name(plan->layout);
   config["tree"] = transport::tree_name(plan->tree);
   config["dtype"] = transport::dtype_name(plan->dtype);
+  config["quantize"] = quantize_name(plan->quantize);
   config["hidden"] = plan->hidden;
   config["max_tokens"] = plan->max_tokens;
   config["timer"] = "MPI_Wtime";

@@ -41,6 +41,7 @@ struct TransportPlan {
   transport::Layout layout = transport::Layout::kHtRankMajor;
   transport::CombineTree tree = transport::CombineTree::kHtRank;
   dispatch::PayloadType dtype = dispatch::PayloadType::kBf16;
+  std::optional<Fp8ScaleMode> quantize;  // --quantize: bf16 rows quantized by the dispatch (fp8 only)
   int hidden = 0;
   int max_tokens = 0;
   std::string workload;
@@ -52,6 +53,9 @@ struct TransportPlan {
   // around each call (problem/device_mirror.hpp), so the timings include those copies (the header says so).
   std::shared_ptr<device::Device> device;
   int ranks_per_gpu = 1;  // problem::ranks_per_gpu: > 1 means the GPU time-slices between ranks (header)
+  // The fewest CPUs any rank may run on (its affinity): the proxy transport's threads need their own
+  // (header).
+  int fewest_cpus = 1;
   // The ceiling every point measures next to the op (perf/bench/ceiling.hpp choose_ceiling: "shm-copy",
   // "fabric"), "" for none.
   std::string ceiling;

@@ -8,8 +8,9 @@ Cases (each a ctest with label `vcluster`, sharing one cluster brought up by the
   fabric           the fabric suite over --fabric auto (shm inside a node, libfabric:tcp between nodes), plain
                    and under chaos: the auto cases must run, not skip
   transport-plain  the transport conformance over --fabric auto with every signal strategy (ht-two-level on
-                   the two real nodes)
-  transport-chaos  the same under --chaos seed=7 with every strategy that tolerates reordering
+                   the two real nodes); the proxy transport too under imm-seq
+  transport-chaos  the same under --chaos seed=7 with every strategy that tolerates reordering; the proxy
+                   transport too under sender-barrier
   run-smoke        the README main command (`epsuite run --preset smoke`) across the nodes: exit 0, both
                    hosts in the platform block, the direct transport's fabric recorded as auto(shm+...)
   bench-tcp        `bench roundtrip` of direct over libfabric:tcp between the nodes against mpi, checked (-c),
@@ -142,19 +143,31 @@ def case_fabric(c):
     print(f"fabric suite over auto: {len(ran)} auto cases passed in {secs:.1f} s")
 
 
+# The proxy transport runs beside direct for one strategy of each kind of run (each run of it adds about as
+# much as direct's whole run on the 2-core cluster).
+PROXY_SIGNALS = {False: "imm-seq", True: "sender-barrier"}
+
+
 def transport_runs(c, signals, chaos):
     for sig in signals:
-        args = [os.path.join(c.build, "transport_conformance"), "--transport", "direct", "--fabric", "auto",
+        transports = "direct,proxy" if sig == PROXY_SIGNALS[chaos] else "direct"
+        args = [os.path.join(c.build, "transport_conformance"), "--transport", transports, "--fabric", "auto",
                 "--signal", sig]
         if chaos:
             args += ["--chaos", "seed=7"]
+        # The proxy across nodes is opt-in (docs/channel.md); ci/vcluster forwards EPS_* variables.
+        os.environ["EPS_PROXY_ACROSS_NODES"] = "1" if "proxy" in transports else "0"
         rc, out, secs = c.mpirun(args)
         expect_ok(rc, out, f"transport conformance (signal {sig}{', chaos' if chaos else ''})")
         expect(re.search(r"\[\s+OK \] \S*[Hh]t_?[Tt]wo_?[Ll]evel|ht-two-level", out) is not None,
                "no ht-two-level case ran", out)
+        if "proxy" in transports:
+            expect(re.search(r"\[\s+OK \] \S+/proxy_", out) is not None and
+                   re.search(r"\[\s+SKIPPED \] \S+proxy", out) is None,
+                   "no proxy case ran across the nodes", out)
         passed = re.search(r"\[\s+PASSED\s+\] (\d+) test", out)
-        print(f"signal {sig}{' under chaos' if chaos else ''}: {passed.group(1) if passed else '?'} tests "
-              f"passed in {secs:.1f} s")
+        print(f"signal {sig}{' under chaos' if chaos else ''} ({transports}): "
+              f"{passed.group(1) if passed else '?'} tests passed in {secs:.1f} s")
 
 
 def case_transport_plain(c):
