@@ -2,7 +2,9 @@
 results document whose cases all passed; every bad input exits exactly 2 with one message naming the flag and
 leaves no results file behind (ctest bench_cli_<case>)."""
 
+import os
 import re
+import sys
 
 import pytest
 
@@ -31,6 +33,8 @@ def expect_all_passed(doc):
 
 
 def test_smoke(mpirun, epsuite, results_schema, tmp_path):
+    # With -n 3 -w 1, -c and two tags added:
+    # readme-command: mpirun -np 4 --map-by :OVERSUBSCRIBE build/epsuite bench dispatch --transport mpi --preset smoke --json out.json
     json_path = tmp_path / "out.json"
     result = bench(mpirun, epsuite, 4, ["dispatch", "--transport", "mpi", "--preset", "smoke", "-n", "3", "-w", "1",
                                "-c", "--tag", "gpu=none", "--tag", "nic=loopback"], json_path)
@@ -84,6 +88,8 @@ def test_fabric(mpirun, epsuite, build, results_schema, tmp_path, case):
 
 
 def test_direct_dispatch(mpirun, epsuite, results_schema, tmp_path):
+    # With -n 3 -w 1 and a --json file (--preset smoke is the default):
+    # readme-command: mpirun -np 4 --map-by :OVERSUBSCRIBE build/epsuite bench dispatch --transport direct --fabric shm -c
     json_path = tmp_path / "out.json"
     result = bench(mpirun, epsuite, 4, ["dispatch", "--transport", "direct", "--fabric", "shm", "--preset", "smoke",
                                "-n", "3", "-w", "1", "-c"], json_path)
@@ -165,6 +171,62 @@ def test_proxy_affinity(mpirun, epsuite, results_schema, tmp_path):
     results_schema.check(json_path)
     expect_lines(result.stdout, "but it and its 4 proxy threads want 5: they take turns")
     assert ROW_64_TOKENS_0_WRONG.search(result.stdout), "no row of 64 tokens with 0 wrong"
+
+
+# case -> (ranks, mpirun's extra options, the node's CPUs (EPS_TEST_NODE_CPUS), arguments of `epsuite bench dispatch`,
+# the oversubscription line, the transport whose cases are marked)
+OVERSUBSCRIPTION = {
+    "oversubscribed": (4, [], "2", ["--transport", "mpi"],
+                       "4 ranks on 2 CPUs: timings measure the scheduler, not the transport", "mpi"),
+    "oversubscribed-proxy": (2, [], "4", ["--transport", "mpi,proxy", "--fabric", "shm", "--proxy-threads", "4"],
+                             "2 ranks and their 8 proxy threads on 4 CPUs: proxy timings measure the scheduler, not "
+                             "the transport", "proxy"),
+    "not-oversubscribed": (1, ["--bind-to", "core"], None, ["--transport", "mpi"], "", ""),
+}
+
+
+@pytest.mark.parametrize("case", list(OVERSUBSCRIPTION))
+def test_oversubscription(run, mpirun, epsuite, results_schema, tmp_path, case):
+    """docs/results.md 9.5. oversubscribed: 4 ranks on a node of 2 CPUs: one line says so, the document's
+    `oversubscribed` and every case carry it, epsuite_report.py repeats it and marks the rows, epsuite plot labels
+    the series. oversubscribed-proxy: 2 ranks on 4 CPUs fit, with the proxy's 8 threads they do not: the line
+    names them, only the proxy's cases are marked. not-oversubscribed: one rank (bound to a core) on the real
+    CPUs: no line, `oversubscribed` null and every case false."""
+    np, extra, cpus, transports, line, marked = OVERSUBSCRIPTION[case]
+    json_path = tmp_path / "out.json"
+    result = mpirun(np, epsuite, "bench", "dispatch", *transports, "--preset", "smoke", "--tokens", "64", "-n", "2",
+                    "-w", "1", "-c", "--json", json_path, extra=extra,
+                    env={"EPS_TEST_NODE_CPUS": cpus} if cpus else None)
+    assert result.returncode == 0, f"bench exited {result.returncode}"
+    doc = results_schema.check(json_path)
+    printed = re.findall(r"# oversubscribed: [^\n]*", result.stdout)
+    if not line:
+        assert not printed, f"not oversubscribed, but the bench printed {printed}"
+        assert doc["oversubscribed"] is None, f"oversubscribed is {doc['oversubscribed']!r}, expected null"
+    else:
+        assert printed == [f"# oversubscribed: {line}"], f"expected exactly one line '# oversubscribed: {line}'"
+        assert doc["oversubscribed"]["note"] == line, f"oversubscribed.note is {doc['oversubscribed']['note']!r}"
+    for i, case_doc in enumerate(doc["results"]):
+        assert case_doc["oversubscribed"] is (case_doc["transport"] == marked), \
+            f"case {i} ({case_doc['transport']}): oversubscribed is {case_doc['oversubscribed']}"
+    if not line:
+        return
+    # report.md says it under its title and marks the rows; epsuite plot labels the series.
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "bench-dispatch-ht.json").write_bytes(json_path.read_bytes())
+    report_script = os.path.join(os.path.dirname(epsuite), "plot", "epsuite_report.py")
+    assert run([sys.executable, report_script, folder], timeout=120).returncode == 0, "epsuite_report.py failed"
+    report = (folder / "report.md").read_text(encoding="utf-8")
+    assert f"**Oversubscribed:** {line}." in report, f"report.md does not say '{line}'"
+    assert re.search(rf"\| {marked} \|[^\n]*\| [0-9.]+\* \|", report), f"report.md does not mark the {marked} rows"
+    assert run([epsuite, "plot", json_path, "--out", tmp_path / "plots"], timeout=120).returncode == 0, "plot failed"
+    index = (tmp_path / "plots" / "plots.json").read_text(encoding="utf-8")
+    assert re.search(rf'"label": "{marked}( \([^"]*\))? \[oversubscribed\]"', index), \
+        f"epsuite plot did not label the {marked} series [oversubscribed]"
+    if case == "oversubscribed-proxy":
+        assert not re.search(r'"label": "mpi[^"]*\[oversubscribed\]"', index), \
+            "epsuite plot labelled the mpi series [oversubscribed]; only the proxy's threads were too many"
 
 
 # case -> (ranks, arguments of `epsuite bench`, what the message must say)

@@ -36,6 +36,7 @@ def row_values(rows, fields):
 
 def test_readme_ref_eplb_example(run, epsuite, build, tmp_path):
     """docs/eplb.md 8.2: the golden phy2log rows."""
+    # readme-command: build/epsuite ref eplb --in examples/eplb_deepseek.json --out eplb.json
     doc = ref(run, epsuite, build, "eplb", f"{build.source_dir}/examples/eplb_deepseek.json", tmp_path / "eplb.json")
     expected = [[5, 6, 5, 7, 8, 4, 3, 4, 10, 9, 10, 2, 0, 1, 11, 1], [7, 10, 6, 8, 6, 11, 8, 9, 2, 4, 5, 1, 5, 0, 3, 1]]
     for layer in (0, 1):
@@ -45,6 +46,7 @@ def test_readme_ref_eplb_example(run, epsuite, build, tmp_path):
 def test_readme_ref_route(run, epsuite, build, tmp_path):
     """docs/routing.md 3, the hand computation of harness/ref/tests (HandComputedExpertChoice): J_i per token,
     sample 0 (c = 2) then sample 1 (c = 1); tokens 3, 6, 7 are dropped."""
+    # readme-command: build/epsuite ref route --in examples/route_ec.json --out route.json
     doc = ref(run, epsuite, build, "route", f"{build.source_dir}/examples/route_ec.json", tmp_path / "route.json")
     expected = [[0, 2, 3], [0, 1, 2], [1, 3], [], [0, 2, 3], [1], [], []]
     for t, experts in enumerate(expected):
@@ -63,6 +65,7 @@ def test_ref_route_bad_input_exits_2(run, epsuite, tmp_path):
 def test_readme_ref_dispatch(run, epsuite, build, tmp_path):
     """examples/README_ref_dispatch.md, checked against values computed by hand from the docs/dispatch.md 5
     running example (T_max = 4, expert_alignment 2, bf16, H = 128), not taken from the program."""
+    # readme-command: build/epsuite ref dispatch --in examples/dispatch_small.json --out dispatch.json
     doc = ref(run, epsuite, build, "dispatch", "examples/dispatch_small.json", tmp_path / "dispatch.json")
     # 5.1. Rank 0: t0 [0, 3] -> {0, 1}, t1 [1, 0] -> {0}, t2 masked -> {}. Rank 1: t0 [2, 3] -> {1}, t1 [3, 0] ->
     # {0, 1}. Experts 0, 1 live on rank 0 and 2, 3 on rank 1.
@@ -130,8 +133,10 @@ def test_ref_dispatch_bad_input_exits_2(run, epsuite, tmp_path):
 
 
 def test_readme_ref_layer(run, epsuite, build, tmp_path):
-    """docs/routing.md 3.3 / 4.3 facts stated in README: c_b = max(floor(8 * 1 / 4), 1) = 2 tokens per expert and
-    sample, so every expert computes 4 rows; a token no expert picked has routed = +0 in every value."""
+    """docs/routing.md 3.3 and docs/layer.md 4.3 facts stated in README: c_b = max(floor(8 * 1 / 4), 1) = 2 tokens
+    per expert and sample, so every expert computes 4 rows; a token no expert picked has routed = +0 in every
+    value."""
+    # readme-command: build/epsuite ref layer --in examples/layer_ec.json --out layer.json
     out = tmp_path / "layer.json"
     doc = ref(run, epsuite, build, "layer", f"{build.source_dir}/examples/layer_ec.json", out)
     text = out.read_text(encoding="utf-8")

@@ -112,6 +112,7 @@ def test_fabric_cli(mpirun, epsuite, tmp_path):
     """docs/fabrics.md 6.2-6.3 from the command line: the negative control (fabric-order trusted on the chaos
     fabric) must be caught (exit 1); unsafe or malformed fabric choices are refused once (exit 2); a safe strategy
     under chaos passes."""
+    # readme-command: mpirun -np 2 --map-by :OVERSUBSCRIBE build/epsuite check --transport direct --fabric libfabric:shm --signal fabric-order --chaos seed=1 --allow-unsafe
     for transport in ("direct", "proxy"):
         result = mpirun(2, epsuite, "check", "--transport", transport, "--timeout", "30", "--fabric", "libfabric:shm",
                         "--signal", "fabric-order", "--chaos", "seed=1", "--allow-unsafe", timeout=300, cwd=tmp_path)

@@ -16,6 +16,8 @@ def test_soak(mpirun, epsuite, tmp_path):
     """SEEDS seeds of the default cases (direct and proxy x the safe signal strategies, one layer scenario, the
     negative control) exit 0; the summary says SEEDS seeds, 0 mismatches and every negative control caught;
     rank 0 alone prints, one progress line per --progress-every seeds."""
+    # 200 seeds here:
+    # readme-command: mpirun -np 2 --map-by :OVERSUBSCRIBE build/epsuite soak --seeds 1000 --fabric shm
     result = mpirun(RANKS, epsuite, "soak", "--seeds", SEEDS, "--fabric", "shm", "--progress-every", PROGRESS_EVERY,
                     "--timeout", "60", timeout=600, cwd=tmp_path)
     assert result.returncode == 0 and "epsuite soak: PASS (exit 0)" in result.stdout, \
