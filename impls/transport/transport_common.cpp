@@ -136,7 +136,8 @@ Status check_combine_args(const TransportConfig& config, int num_ranks, const Di
   const Layout kind = handle.layout_kind();
   const bool ht_tree = in.tree != CombineTree::kLlWeighted;
   if (ht_tree != (kind == Layout::kHtRankMajor)) {
-    return invalid_argument("tree", "{} cannot combine a {} dispatch", tree_name(in.tree), layout_name(kind));
+    return invalid_argument("tree", "{} cannot combine a {} dispatch", combine_tree_name(in.tree),
+                            layout_name(kind));
   }
   const auto hidden = static_cast<std::size_t>(config.hidden);
   const auto tokens = static_cast<std::size_t>(num_tokens);
