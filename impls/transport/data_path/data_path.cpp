@@ -43,8 +43,7 @@ Status DataPath::copy_rows(std::byte* dst, std::size_t dst_stride, const std::by
 Status DataPath::pack_records(const RecordFormat& format, const SendPlan& plan, const DispatchInput& in,
                               int first, int last, std::byte* dst) {
   if (last <= first) return Status();
-  for (int i = first; i < last; ++i)
-    write_header(format, plan, i, dst + static_cast<std::size_t>(i - first) * format.stride);
+  write_headers(format, plan, first, last, dst);
   if (in.quantize) return Status();
   const auto records = static_cast<std::int64_t>(last - first);
   const std::span<const std::int64_t> rows =
@@ -105,26 +104,39 @@ Result<DispatchInput> DataPath::quantized_input(const DispatchInput& in) {
   return codes;
 }
 
-Status DataPath::unpack_records(const RecordFormat& format, const std::byte* records, std::int64_t n,
-                                const RowTarget& target, const DispatchOutput& out) {
-  if (n == 0) return Status();
+// One loop per header kind (this runs once per received record of every dispatch).
+void DataPath::read_headers(const RecordFormat& format, const std::byte* records, std::int64_t n,
+                            const RowTarget& target, const DispatchOutput& out) const {
   const auto k_max = static_cast<std::size_t>(config_.top_k);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::byte* at = records + static_cast<std::size_t>(i) * format.stride;
-    const auto row = static_cast<std::size_t>(target.row(i));
-    if (format.layout == Layout::kHtRankMajor) {
+  const std::byte* at = records;
+  if (format.layout == Layout::kHtRankMajor) {
+    for (std::int64_t i = 0; i < n; ++i, at += format.stride) {
+      const auto row = static_cast<std::size_t>(target.row(i));
       std::int32_t idx[dispatch::kMaxTopK];
       float weights[dispatch::kMaxTopK];
       std::memcpy(idx, at + 4, 4 * k_max);
       std::memcpy(weights, at + 4 + 4 * k_max, 4 * k_max);
       localize_routing(config_, num_ranks_, rank_, idx, weights, out.recv_topk_idx.data() + row * k_max,
                        out.recv_topk_weights.data() + row * k_max);
-    } else if (format.layout == Layout::kLl) {
-      std::memcpy(&out.src_info[row], at, 4);  // the slot header's token
+    }
+    return;
+  }
+  // Slot headers: LL keeps the token (src_info), expert-major the weight.
+  const bool ll = format.layout == Layout::kLl;
+  for (std::int64_t i = 0; i < n; ++i, at += format.stride) {
+    const auto row = static_cast<std::size_t>(target.row(i));
+    if (ll) {
+      std::memcpy(&out.src_info[row], at, 4);
     } else {
-      std::memcpy(&out.recv_weights[row], at + 12, 4);  // the slot header's weight
+      std::memcpy(&out.recv_weights[row], at + 12, 4);
     }
   }
+}
+
+Status DataPath::unpack_records(const RecordFormat& format, const std::byte* records, std::int64_t n,
+                                const RowTarget& target, const DispatchOutput& out) {
+  if (n == 0) return Status();
+  read_headers(format, records, n, target, out);
   const bool listed = !target.rows.empty();
   const std::size_t skip_rows = listed ? 0 : static_cast<std::size_t>(target.first);
   const std::byte* payload = records + format.header_bytes;

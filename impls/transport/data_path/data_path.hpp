@@ -81,6 +81,10 @@ class DataPath {
   Status finish() { return device_->synchronize(); }
 
  private:
+  // The index data of `n` received records' headers into the caller's rows (unpack_records).
+  void read_headers(const RecordFormat& format, const std::byte* records, std::int64_t n,
+                    const RowTarget& target, const DispatchOutput& out) const;
+
   TransportConfig config_;
   int rank_;
   int num_ranks_;

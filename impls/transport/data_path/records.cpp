@@ -17,20 +17,28 @@ RecordFormat record_format(Layout layout, const TransportConfig& config, std::si
   return f;
 }
 
-void write_header(const RecordFormat& format, const SendPlan& plan, int record, std::byte* at) {
+// One loop per header kind (this runs once per record of every dispatch).
+void write_headers(const RecordFormat& format, const SendPlan& plan, int first, int last, std::byte* dst) {
   const auto k_max = static_cast<std::size_t>(format.top_k);
-  const std::int32_t t = plan.record_token[static_cast<std::size_t>(record)];
-  const std::size_t routing = static_cast<std::size_t>(t) * k_max;
+  std::byte* at = dst;
   if (format.layout == Layout::kHtRankMajor) {
-    std::memcpy(at, &t, 4);
-    std::memcpy(at + 4, plan.topk_idx.data() + routing, 4 * k_max);
-    std::memcpy(at + 4 + 4 * k_max, plan.topk_weights.data() + routing, 4 * k_max);
+    for (int i = first; i < last; ++i, at += format.stride) {
+      const std::int32_t t = plan.record_token[static_cast<std::size_t>(i)];
+      const std::size_t routing = static_cast<std::size_t>(t) * k_max;
+      std::memcpy(at, &t, 4);
+      std::memcpy(at + 4, plan.topk_idx.data() + routing, 4 * k_max);
+      std::memcpy(at + 4 + 4 * k_max, plan.topk_weights.data() + routing, 4 * k_max);
+    }
     return;
   }
-  const int k = plan.record_slot[static_cast<std::size_t>(record)];
-  const std::int32_t slot[3] = {t, k, plan.topk_idx[routing + static_cast<std::size_t>(k)]};
-  std::memcpy(at, slot, 12);
-  std::memcpy(at + 12, &plan.topk_weights[routing + static_cast<std::size_t>(k)], 4);
+  for (int i = first; i < last; ++i, at += format.stride) {
+    const std::int32_t t = plan.record_token[static_cast<std::size_t>(i)];
+    const int k = plan.record_slot[static_cast<std::size_t>(i)];
+    const std::size_t slot = static_cast<std::size_t>(t) * k_max + static_cast<std::size_t>(k);
+    const std::int32_t header[3] = {t, k, plan.topk_idx[slot]};
+    std::memcpy(at, header, 12);
+    std::memcpy(at + 12, &plan.topk_weights[slot], 4);
+  }
 }
 
 QuantizePlan plan_fused_quantize(const SendPlan& plan, int self_first, int self_last) {

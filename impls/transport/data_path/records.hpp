@@ -37,8 +37,8 @@ struct RecordFormat {
 // The records of `layout` under `config`, each padded to a multiple of `alignment` bytes.
 RecordFormat record_format(Layout layout, const TransportConfig& config, std::size_t alignment);
 
-// The header of record `record` of `plan` at `at`.
-void write_header(const RecordFormat& format, const SendPlan& plan, int record, std::byte* at);
+// The headers of records [first, last) of `plan` into consecutive records from `dst`.
+void write_headers(const RecordFormat& format, const SendPlan& plan, int first, int last, std::byte* dst);
 
 struct QuantizePlan {
   bool ready = false;

@@ -39,6 +39,8 @@ struct ReceivedShape {
 };
 
 // One operation's streams: what this rank puts to every destination, and what it knows of what it receives.
+// The protocol keeps one and resets it per operation (reset_streams), so its storage is reused, not
+// reallocated, call after call.
 struct Streams {
   std::size_t record_bytes = 0;
   std::vector<std::vector<Piece>> pieces;     // [R]: the data puts to each destination
@@ -47,6 +49,7 @@ struct Streams {
   // [R * L]: records per (source, channel) where the handle tells them (combine, cached dispatch); empty
   // where only the signal records do (a fresh dispatch).
   std::vector<std::int32_t> expected_counts;
+  std::vector<std::optional<DataPut>> carriers;  // [R]: a stream's held last data put (exchange)
 };
 
 class DirectProtocol final : public Protocol {
@@ -72,13 +75,12 @@ class DirectProtocol final : public Protocol {
 
  private:
   // ---- dispatch
-  Status run_dispatch(const DirectHandle& h, const DispatchInput& in, const DispatchOutput& out,
-                      std::vector<std::int32_t> expected_counts, ReceivedShape& shape,
-                      std::vector<int>* prefix_matrix);
+  Status run_dispatch(const DirectHandle& h, const DispatchInput& in, const DispatchOutput& out, bool cached,
+                      ReceivedShape& shape, std::vector<int>* prefix_matrix);
   Status pack_dispatch(const DirectHandle& h, const DispatchInput& in);
   const QuantizePlan& quantize_plan(const DirectHandle& h) const;
-  Streams dispatch_streams(const DirectHandle& h, std::vector<std::int32_t> expected_counts) const;
-  std::vector<std::int32_t> expected_of_cached_dispatch(const DirectHandle& h) const;
+  void plan_dispatch_streams(const DirectHandle& h, Streams& s) const;
+  void expect_cached_dispatch(const DirectHandle& h, Streams& s) const;
   Status unpack_rank_major(const Streams& s, const DispatchOutput& out, ReceivedShape& shape);
   Status unpack_ll(const Streams& s, const DispatchOutput& out, ReceivedShape& shape);
   std::vector<int> received_prefix_matrix() const;
@@ -86,13 +88,14 @@ class DirectProtocol final : public Protocol {
   Status pack_combine(const DirectHandle& h, const CombineInput& in, Streams& s);
   Status pack_combine_rows(const DirectHandle& h, const CombineInput& in, int source, std::byte* dst,
                            std::int64_t& rows);
-  std::vector<std::int32_t> expected_of_combine(const DirectHandle& h) const;
+  void expect_combine(const DirectHandle& h, Streams& s) const;
   const CombineIndex& combine_index(const DirectHandle& h) const;
   // ---- the exchange of every operation
-  Status exchange(const Streams& s);
+  Streams& reset_streams(std::size_t record_bytes);
+  Status exchange(Streams& s);
   Status put_stream(int peer, int parity, const std::vector<Piece>& pieces, std::size_t record_bytes,
                     std::optional<DataPut>* held);
-  Status put_signals(const Streams& s, const std::vector<std::optional<DataPut>>& carriers, int parity);
+  Status put_signals(const Streams& s, int parity);
   Status await_streams(const Streams& s, int parity, const Deadline& deadline);
   void count_received(const Streams& s);
   void count_sent(int peer, std::size_t bytes);
@@ -124,6 +127,8 @@ class DirectProtocol final : public Protocol {
   std::unique_ptr<fabric::SignalStrategy> signal_;
   fabric::Region send_, recv_, signal_send_, signal_recv_;
   std::unique_ptr<PutPath> put_path_;
+  Streams streams_;             // the current operation's (reset_streams)
+  ReceivedShape cached_shape_;  // scratch of cached dispatches, which re-derive their handle's shape
   std::uint64_t operation_ = 0;
   WireBytes wire_;
 };
@@ -212,7 +217,7 @@ Status DirectProtocol::on_immediate(std::uint32_t imm) {
 Status DirectProtocol::dispatch(RoutedHandle& handle, const DispatchInput& in, const DispatchOutput& out) {
   auto& h = static_cast<DirectHandle&>(handle);
   ReceivedShape shape;
-  EPS_RETURN_IF_ERROR(run_dispatch(h, in, out, {}, shape, &h.layout_info.rank_prefix_matrix));
+  EPS_RETURN_IF_ERROR(run_dispatch(h, in, out, false, shape, &h.layout_info.rank_prefix_matrix));
   h.recv_begin = std::move(shape.recv_begin);
   h.ll_ranges = std::move(shape.ll_ranges);
   h.num_rows = shape.num_rows;
@@ -222,20 +227,20 @@ Status DirectProtocol::dispatch(RoutedHandle& handle, const DispatchInput& in, c
 // The handle stays const for the caller: the shape is re-derived, identically, into scratch.
 Status DirectProtocol::dispatch_cached(const RoutedHandle& handle, const DispatchInput& in,
                                        const DispatchOutput& out) {
-  const auto& h = static_cast<const DirectHandle&>(handle);
-  ReceivedShape shape;
-  return run_dispatch(h, in, out, expected_of_cached_dispatch(h), shape, nullptr);
+  return run_dispatch(static_cast<const DirectHandle&>(handle), in, out, true, cached_shape_, nullptr);
 }
 
 // One dispatch: pack every record (this rank's own in place), exchange the streams, unpack what arrived in
 // canonical order; `shape` receives what the expert side learned, `prefix_matrix` (where wanted) the
-// docs/dispatch.md 5.1 rank prefix matrix from the signal records.
+// docs/dispatch.md 5.1 rank prefix matrix from the signal records. A cached dispatch knows every count from
+// its handle (docs/fabrics.md 6.2: its streams' last data puts may carry the signals).
 Status DirectProtocol::run_dispatch(const DirectHandle& h, const DispatchInput& in, const DispatchOutput& out,
-                                    std::vector<std::int32_t> expected_counts, ReceivedShape& shape,
-                                    std::vector<int>* prefix_matrix) {
+                                    bool cached, ReceivedShape& shape, std::vector<int>* prefix_matrix) {
   EPS_RETURN_IF_ERROR(begin_operation());
   EPS_RETURN_IF_ERROR(pack_dispatch(h, in));
-  const Streams streams = dispatch_streams(h, std::move(expected_counts));
+  Streams& streams = reset_streams(slots_.format(h.sends.layout).stride);
+  plan_dispatch_streams(h, streams);
+  if (cached) expect_cached_dispatch(h, streams);
   EPS_RETURN_IF_ERROR(exchange(streams));
   EPS_RETURN_IF_ERROR(h.sends.layout == Layout::kLl ? unpack_ll(streams, out, shape)
                                                     : unpack_rank_major(streams, out, shape));
@@ -276,13 +281,9 @@ const QuantizePlan& DirectProtocol::quantize_plan(const DirectHandle& h) const {
   return h.quantize_plan;
 }
 
-Streams DirectProtocol::dispatch_streams(const DirectHandle& h,
-                                         std::vector<std::int32_t> expected_counts) const {
+void DirectProtocol::plan_dispatch_streams(const DirectHandle& h, Streams& s) const {
   const SendPlan& plan = h.sends;
   const int local = slots_.channels();
-  Streams s;
-  s.record_bytes = slots_.format(plan.layout).stride;
-  s.channel_counts.assign(static_cast<std::size_t>(size_) * local, 0);
   const int per_peer = plan.layout == Layout::kLl ? local : 1;
   for (int q = 0; q < size_; ++q) {
     for (int c = 0; c < per_peer; ++c) {
@@ -294,26 +295,23 @@ Streams DirectProtocol::dispatch_streams(const DirectHandle& h,
   s.tokens_per_rank.assign(h.layout_info.num_tokens_per_rank.begin(),
                            h.layout_info.num_tokens_per_rank.end());
   slots_.plan_dispatch_pieces(plan, signal_->per_channel_puts(), s.pieces);
-  s.expected_counts = std::move(expected_counts);
-  return s;
 }
 
 // A cached dispatch resends along the handle's routing: source s sends what it sent in the handle's dispatch
 // (rank-major: its rows on channel 0; LL: its block of each local expert on that expert's channel).
-std::vector<std::int32_t> DirectProtocol::expected_of_cached_dispatch(const DirectHandle& h) const {
+void DirectProtocol::expect_cached_dispatch(const DirectHandle& h, Streams& s) const {
   const int local = slots_.channels();
-  std::vector<std::int32_t> expected(static_cast<std::size_t>(size_) * local, 0);
-  for (int s = 0; s < size_; ++s) {
-    const std::size_t at = static_cast<std::size_t>(s) * local;
+  s.expected_counts.assign(static_cast<std::size_t>(size_) * local, 0);
+  for (int source = 0; source < size_; ++source) {
+    const std::size_t at = static_cast<std::size_t>(source) * local;
     if (h.sends.layout != Layout::kLl) {
-      expected[at] =
-          h.recv_begin[static_cast<std::size_t>(s) + 1] - h.recv_begin[static_cast<std::size_t>(s)];
+      s.expected_counts[at] =
+          h.recv_begin[static_cast<std::size_t>(source) + 1] - h.recv_begin[static_cast<std::size_t>(source)];
       continue;
     }
     for (int l = 0; l < local; ++l)
-      expected[at + l] = h.ll_ranges[static_cast<std::size_t>(l) * size_ + s].count;
+      s.expected_counts[at + l] = h.ll_ranges[static_cast<std::size_t>(l) * size_ + source].count;
   }
-  return expected;
 }
 
 // Source s's records sit at the start of its slot, in (s, t) order: they become rows recv_begin[s]... .
@@ -378,9 +376,9 @@ std::vector<int> DirectProtocol::received_prefix_matrix() const {
 Status DirectProtocol::combine(const RoutedHandle& handle, const CombineInput& in, const CombineOutput& out) {
   const auto& h = static_cast<const DirectHandle&>(handle);
   EPS_RETURN_IF_ERROR(begin_operation());
-  Streams streams;
+  Streams& streams = reset_streams(slots_.combine_row_bytes());
   EPS_RETURN_IF_ERROR(pack_combine(h, in, streams));
-  streams.expected_counts = expected_of_combine(h);
+  expect_combine(h, streams);
   EPS_RETURN_IF_ERROR(exchange(streams));
   const auto* rows = reinterpret_cast<const bf16*>(recv_base());
   EPS_RETURN_IF_ERROR(
@@ -392,10 +390,6 @@ Status DirectProtocol::combine(const RoutedHandle& handle, const CombineInput& i
 // its own receive region), all on channel 0.
 Status DirectProtocol::pack_combine(const DirectHandle& h, const CombineInput& in, Streams& s) {
   const std::size_t row = slots_.combine_row_bytes();
-  s.record_bytes = row;
-  s.pieces.assign(static_cast<std::size_t>(size_), {});
-  s.channel_counts.assign(static_cast<std::size_t>(size_) * slots_.channels(), 0);
-  s.tokens_per_rank.assign(static_cast<std::size_t>(size_), 0);
   const std::size_t slot = slots_.combine_slot(rank_);
   std::int64_t packed = 0;
   for (int source = 0; source < size_; ++source) {
@@ -444,11 +438,10 @@ Status DirectProtocol::pack_combine_rows(const DirectHandle& h, const CombineInp
 }
 
 // A combine returns one row per record this rank sent to q in the dispatch, all on channel 0.
-std::vector<std::int32_t> DirectProtocol::expected_of_combine(const DirectHandle& h) const {
-  std::vector<std::int32_t> expected(static_cast<std::size_t>(size_) * slots_.channels(), 0);
+void DirectProtocol::expect_combine(const DirectHandle& h, Streams& s) const {
+  s.expected_counts.assign(static_cast<std::size_t>(size_) * slots_.channels(), 0);
   for (int q = 0; q < size_; ++q)
-    expected[static_cast<std::size_t>(q) * slots_.channels()] = h.sends.count_to(q);
-  return expected;
+    s.expected_counts[static_cast<std::size_t>(q) * slots_.channels()] = h.sends.count_to(q);
 }
 
 // Source side: record i sent to q came back to q's slot at position i - first_to(q). Built on the first
@@ -473,15 +466,28 @@ const CombineIndex& DirectProtocol::combine_index(const DirectHandle& h) const {
 
 // ---- the exchange --------------------------------------------------------------------------------------
 
+// The streams of a new operation: empty pieces and counts, nothing expected, nothing held.
+Streams& DirectProtocol::reset_streams(std::size_t record_bytes) {
+  Streams& s = streams_;
+  const auto peers = static_cast<std::size_t>(size_);
+  s.record_bytes = record_bytes;
+  s.pieces.resize(peers);
+  for (std::vector<Piece>& stream : s.pieces) stream.clear();
+  s.tokens_per_rank.assign(peers, 0);
+  s.channel_counts.assign(peers * slots_.channels(), 0);
+  s.expected_counts.clear();
+  s.carriers.assign(peers, std::nullopt);
+  return s;
+}
+
 // Puts every stream's data, then its signal, then waits for every source's stream. Destinations go in rotated
 // order so that no rank is everyone's first target. This rank's own stream skips the put path where
 // own_stream_in_place(): its records were written in place already. Where the receivers know the counts and
 // the strategy allows it, the last data put of a stream carries its signal and no record is put
 // (docs/fabrics.md 6.2).
-Status DirectProtocol::exchange(const Streams& s) {
+Status DirectProtocol::exchange(Streams& s) {
   const int p = parity();
   const Deadline deadline(config_.timeout_seconds);
-  std::vector<std::optional<DataPut>> carriers(static_cast<std::size_t>(size_));
   for (int step = 0; step < size_; ++step) {
     const int q = (rank_ + 1 + step) % size_;
     if (q == rank_ && own_stream_in_place()) continue;
@@ -489,12 +495,12 @@ Status DirectProtocol::exchange(const Streams& s) {
     std::int64_t records = 0;
     for (const Piece& piece : stream) records += piece.records;
     std::optional<DataPut>* carrier =
-        signal_on_last_data_put(s, records) ? &carriers[static_cast<std::size_t>(q)] : nullptr;
+        signal_on_last_data_put(s, records) ? &s.carriers[static_cast<std::size_t>(q)] : nullptr;
     EPS_RETURN_IF_ERROR(put_stream(q, p, stream, s.record_bytes, carrier));
   }
   EPS_RETURN_IF_ERROR(put_path_->data_puts_done(p));
   if (signal_->signal_after_local_completion()) EPS_RETURN_IF_ERROR(put_path_->await_data_placed(p));
-  EPS_RETURN_IF_ERROR(put_signals(s, carriers, p));
+  EPS_RETURN_IF_ERROR(put_signals(s, p));
   EPS_RETURN_IF_ERROR(put_path_->signal_puts_done(p));
   EPS_RETURN_IF_ERROR(await_streams(s, p, deadline));
   count_received(s);
@@ -528,13 +534,12 @@ Status DirectProtocol::put_stream(int peer, int parity, const std::vector<Piece>
 
 // Each peer's held last data put now carries its signal; the other peers get a signal record: this rank's
 // tokens per rank, then its per-channel record counts for the destination.
-Status DirectProtocol::put_signals(const Streams& s, const std::vector<std::optional<DataPut>>& carriers,
-                                   int parity) {
+Status DirectProtocol::put_signals(const Streams& s, int parity) {
   const std::size_t record_bytes = slots_.signal_record_bytes();
   const int local = slots_.channels();
   for (int step = 0; step < size_; ++step) {
     const int q = (rank_ + 1 + step) % size_;
-    const std::optional<DataPut>& carrier = carriers[static_cast<std::size_t>(q)];
+    const std::optional<DataPut>& carrier = s.carriers[static_cast<std::size_t>(q)];
     if (carrier) {
       EPS_RETURN_IF_ERROR(put_path_->put_data_with_signal(q, parity, *carrier, s.record_bytes));
       count_sent(q, static_cast<std::size_t>(carrier->records) * s.record_bytes);

@@ -49,9 +49,10 @@ void SlotLayout::plan_dispatch_pieces(const SendPlan& plan, bool per_channel_put
                                       std::vector<std::vector<Piece>>& pieces) const {
   const std::size_t rec = format(plan.layout).stride;
   const std::size_t slot = dispatch_slot(plan.layout, rank_);
-  pieces.assign(static_cast<std::size_t>(ranks_), {});
+  pieces.resize(static_cast<std::size_t>(ranks_));
   for (int q = 0; q < ranks_; ++q) {
     std::vector<Piece>& stream = pieces[static_cast<std::size_t>(q)];
+    stream.clear();
     const int stream_first = plan.first_to(q);
     if (plan.layout == Layout::kHtRankMajor || !per_channel_puts) {
       if (plan.count_to(q) > 0)
