@@ -130,8 +130,8 @@ std::string capability_table() {
       fmt::format("# capabilities (docs/dispatch.md 5): run = checked here, n/a = not declared\n");
   out += fmt::format("#  {:<10}", "transport");
   for (const auto& [layout, tree] : contracts) {
-    out += fmt::format(" {:>27}",
-                       fmt::format("{}/{}", transport::layout_name(layout), transport::tree_name(tree)));
+    out +=
+        fmt::format(" {:>27}", fmt::format("{}/{}", transport::layout_name(layout), combine_tree_name(tree)));
   }
   out += "\n";
   for (const std::string& name : selected_transports()) {

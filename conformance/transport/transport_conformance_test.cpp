@@ -80,7 +80,7 @@ std::string_view scale_mode_name(Fp8ScaleMode mode) {
 std::string case_name(const testing::TestParamInfo<Case>& info) {
   std::string name =
       fmt::format("{}_{}_{}_{}_{}", info.param.transport, transport::layout_name(info.param.contract.layout),
-                  transport::tree_name(info.param.contract.tree), transport::dtype_name(info.param.dtype),
+                  combine_tree_name(info.param.contract.tree), transport::dtype_name(info.param.dtype),
                   info.param.workload);
   if (info.param.quantize) name += fmt::format("_quantize_{}", scale_mode_name(*info.param.quantize));
   for (char& ch : name) {
@@ -210,8 +210,8 @@ void check_round(const Case& c, const Round& round, std::string_view label, bool
       check_combine(round.problem, rank, c.contract.tree, c.contract.tree != CombineTree::kLlWeighted,
                     round.out, round.combined_weights);
   ASSERT_TRUE(combined.ok()) << combined.status().message();
-  expect_ok(*combined, fmt::format("{}: {} combine (docs/dispatch.md 5.5)", label,
-                                   transport::tree_name(c.contract.tree)));
+  expect_ok(*combined,
+            fmt::format("{}: {} combine (docs/dispatch.md 5.5)", label, combine_tree_name(c.contract.tree)));
 }
 
 class TransportContract : public testing::TestWithParam<Case> {};

@@ -16,18 +16,6 @@ std::string_view layout_name(Layout layout) {
   return "unknown";
 }
 
-std::string_view tree_name(CombineTree tree) {
-  switch (tree) {
-    case CombineTree::kHtRank:
-      return "ht-rank";
-    case CombineTree::kHtTwoLevel:
-      return "ht-two-level";
-    case CombineTree::kLlWeighted:
-      return "ll-weighted";
-  }
-  return "unknown";
-}
-
 std::string_view dtype_name(PayloadType dtype) { return dtype == PayloadType::kFp8 ? "fp8" : "bf16"; }
 
 std::vector<CombineTree> trees_for(Layout layout) {

@@ -80,6 +80,7 @@
 
 #include "impls/device/device.hpp"
 #include "reference/common/status.hpp"
+#include "reference/dispatch/combine_tree.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
 #include "reference/dispatch/layout.hpp"
 #include "reference/dispatch/ll_dispatch.hpp"
@@ -92,12 +93,12 @@ using dispatch::LlRange;
 using dispatch::PayloadType;
 
 enum class Layout { kHtRankMajor, kHtExpertMajor, kLl };
-enum class CombineTree { kHtRank, kHtTwoLevel, kLlWeighted };
+// The one enum of the trees (reference/dispatch/combine_tree.hpp; its name: combine_tree_name).
 using device::MemoryKind;
+using ::eps::CombineTree;
 
-// "ht-rank-major", "ht-expert-major", "ll"; "ht-rank", "ht-two-level", "ll-weighted"; "bf16", "fp8".
+// "ht-rank-major", "ht-expert-major", "ll"; "bf16", "fp8".
 std::string_view layout_name(Layout layout);
-std::string_view tree_name(CombineTree tree);
 std::string_view dtype_name(PayloadType dtype);
 // The combine trees that can follow a layout (kHtRankMajor: ht-rank, ht-two-level; else ll-weighted).
 std::vector<CombineTree> trees_for(Layout layout);

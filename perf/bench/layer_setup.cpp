@@ -72,7 +72,7 @@ std::string stack_header_lines(const transport::Transport& transport, const devi
       "#  {:<16} {} layers, H {}, F {}, E {}, shared {} x F {}, router {}, schedule {}, S {}\n", "layer",
       s.num_layers, s.hidden, s.ffn, s.num_experts, s.num_shared, s.shared_ffn, router, schedule, s.seq_len);
   out += fmt::format("#  {:<16} {} dispatch, {} combine, {} payloads, top-k {}, seed {}\n", "contract",
-                     transport::layout_name(s.layout), transport::tree_name(layer::layer_tree(s.layout)),
+                     transport::layout_name(s.layout), combine_tree_name(layer::layer_tree(s.layout)),
                      transport::dtype_name(s.dtype), layer::slot_width(s), s.seed);
   return out;
 }
@@ -83,7 +83,7 @@ CaseResult stack_case(std::string op, const transport::Transport& transport, con
   c.op = std::move(op);
   c.transport = std::string(transport.name());
   c.mode = fmt::format("{}/{}", transport::layout_name(spec.layout),
-                       transport::tree_name(layer::layer_tree(spec.layout)));
+                       combine_tree_name(layer::layer_tree(spec.layout)));
   c.dtype = std::string(transport::dtype_name(spec.dtype));
   c.sizes = {{"tokens", spec.rank_tokens.front()},
              {"ranks", spec.num_ranks()},

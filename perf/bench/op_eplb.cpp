@@ -636,7 +636,7 @@ Result<std::vector<SeriesPlan>> plan(const BenchContext& context, Json& config) 
   EPS_ASSIGN_OR_RETURN(std::vector<std::string> names, transport::select_transports(which));
   const LayerSpec& spec = plan->base;
   config["layout"] = transport::layout_name(spec.layout);
-  config["tree"] = transport::tree_name(layer::layer_tree(spec.layout));
+  config["tree"] = combine_tree_name(layer::layer_tree(spec.layout));
   config["dtype"] = transport::dtype_name(spec.dtype);
   config["layers"] = spec.num_layers;
   config["tokens_per_rank"] = spec.rank_tokens.front();

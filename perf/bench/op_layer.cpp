@@ -481,7 +481,7 @@ Result<std::vector<SeriesPlan>> plan(const BenchContext& context, Json& config) 
   const std::string& which = context.params.string("transport");
   EPS_ASSIGN_OR_RETURN(std::vector<std::string> names, transport::select_transports(which));
   config["layout"] = transport::layout_name(plan->base.layout);
-  config["tree"] = transport::tree_name(layer::layer_tree(plan->base.layout));
+  config["tree"] = combine_tree_name(layer::layer_tree(plan->base.layout));
   config["dtype"] = transport::dtype_name(plan->base.dtype);
   config["layers"] = plan->base.num_layers;
   config["schedule_used"] = plan->schedule;

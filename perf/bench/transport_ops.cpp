@@ -174,7 +174,7 @@ class TransportPoint final : public BenchPoint {
     CaseResult c;
     c.op = plan_.op;
     c.transport = std::string(work_->transport().name());
-    c.mode = fmt::format("{}/{}", transport::layout_name(plan_.layout), transport::tree_name(plan_.tree));
+    c.mode = fmt::format("{}/{}", transport::layout_name(plan_.layout), combine_tree_name(plan_.tree));
     c.dtype = std::string(transport::dtype_name(plan_.dtype));
     c.sizes = {{"tokens", tokens_},
                {"ranks", mpi::size()},
@@ -246,7 +246,7 @@ class TransportSeries final : public BenchSeries {
     }
     out += fmt::format(
         "#  {:<16} {} dispatch, {} combine, {} payloads, H {}, T_max {}, workload {}, seed {}\n", "contract",
-        transport::layout_name(plan_.layout), transport::tree_name(plan_.tree),
+        transport::layout_name(plan_.layout), combine_tree_name(plan_.tree),
         transport::dtype_name(plan_.dtype), plan_.hidden, plan_.max_tokens, plan_.workload, plan_.seed);
     if (plan_.quantize) {
       out += fmt::format("#  {:<16} bf16 rows quantized by the dispatch, {} scales (docs/dispatch.md 5.8)\n",
@@ -426,7 +426,7 @@ Result<std::vector<SeriesPlan>> plan_transport_op(const BenchContext& context, J
   const std::string& which = context.params.string("transport");
   EPS_ASSIGN_OR_RETURN(std::vector<std::string> names, transport::select_transports(which));
   config["layout"] = transport::layout_name(plan->layout);
-  config["tree"] = transport::tree_name(plan->tree);
+  config["tree"] = combine_tree_name(plan->tree);
   config["dtype"] = transport::dtype_name(plan->dtype);
   config["quantize"] = quantize_name(plan->quantize);
   config["hidden"] = plan->hidden;
