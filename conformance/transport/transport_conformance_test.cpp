@@ -430,9 +430,10 @@ std::string negative_control_chaos() {
 }
 
 // docs/fabrics.md 6.3 negative control: fabric-order signalling trusts put order, which the chaos fabric does
-// not keep, so 64 LL rounds over the selected fabric wrapped in chaos must produce wrong results that the
-// checks catch. If they all pass, the chaos fabric has lost its teeth and this test fails. It runs only when
-// direct is selected and at least two ranks can reorder. It records the wrong rounds and the chaos spec
+// not keep, so LL rounds over the selected fabric wrapped in chaos (up to 256) must produce wrong results
+// that the checks catch. If they all pass, the chaos fabric has lost its teeth and this test fails. It runs
+// only when direct is selected and at least two ranks can reorder. It records the wrong rounds and the chaos
+// spec
 // (`epsuite soak` counts the catches).
 TEST(NegativeControl, FabricOrderOnTheChaosFabricIsCaught) {
   const auto& selected = selected_transports();
@@ -449,26 +450,36 @@ TEST(NegativeControl, FabricOrderOnTheChaosFabricIsCaught) {
   EPS_MAKE_OR_SKIP(made, "direct");
   std::unique_ptr<transport::Transport> t = std::move(made).value();
   const std::string described = t->describe();
-  int wrong_rounds = 0;
-  for (int step = 0; step < 64; ++step) {
-    Result<Round> round = start_round(*t, c, shape, step);
-    EPS_ASSERT_OK(round.status());
-    EPS_ASSERT_OK(finish_round(*t, c, *round));
-    const bool dispatch_ok =
-        check_dispatch(round->problem, mpi::rank(), round->buffers, round->handle->num_recv_rows(), true)
-            .ok();
-    Result<dispatch::CompareReport> combined = check_combine(round->problem, mpi::rank(), c.contract.tree,
-                                                             false, round->out, round->combined_weights);
-    EPS_ASSERT_OK(combined.status());
-    if (!dispatch_ok || !combined->ok()) ++wrong_rounds;
+  // Rounds run in batches until one is caught (agreed over ranks after each batch), at most kMaxRounds: on a
+  // loaded machine the chaos fabric's reordering is timing-dependent and a single batch of 64 rounds was seen
+  // to catch nothing in a few per cent of runs, so a batch that catches nothing is not yet a verdict.
+  constexpr int kBatch = 32;
+  constexpr int kMaxRounds = 256;
+  int rounds = 0;
+  int total = 0;
+  while (total == 0 && rounds < kMaxRounds) {
+    int wrong_rounds = 0;
+    for (int step = rounds; step < rounds + kBatch; ++step) {
+      Result<Round> round = start_round(*t, c, shape, step);
+      EPS_ASSERT_OK(round.status());
+      EPS_ASSERT_OK(finish_round(*t, c, *round));
+      const bool dispatch_ok =
+          check_dispatch(round->problem, mpi::rank(), round->buffers, round->handle->num_recv_rows(), true)
+              .ok();
+      Result<dispatch::CompareReport> combined = check_combine(round->problem, mpi::rank(), c.contract.tree,
+                                                               false, round->out, round->combined_weights);
+      EPS_ASSERT_OK(combined.status());
+      if (!dispatch_ok || !combined->ok()) ++wrong_rounds;
+    }
+    rounds += kBatch;
+    Result<std::vector<int>> all = mpi::allgather_int(wrong_rounds, MPI_COMM_WORLD, mpitest::test_deadline());
+    EPS_ASSERT_OK(all.status());
+    for (int n : *all) total += n;
   }
   t.reset();  // teardown is collective: peers still completing late puts need this rank's progress
-  Result<std::vector<int>> all = mpi::allgather_int(wrong_rounds, MPI_COMM_WORLD, mpitest::test_deadline());
-  EPS_ASSERT_OK(all.status());
-  int total = 0;
-  for (int n : *all) total += n;
-  EXPECT_GT(total, 0) << "fabric-order over " << described
-                      << " passed 64 rounds on every rank: the chaos fabric no longer reorders puts";
+  EXPECT_GT(total, 0) << "fabric-order over " << described << " passed " << rounds
+                      << " rounds on every rank: the chaos fabric no longer reorders puts";
+  RecordProperty("negative_control_rounds", rounds);
   RecordProperty("negative_control_wrong_rounds", total);
   RecordProperty("negative_control_chaos", unsafe.chaos);
 }
