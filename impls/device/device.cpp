@@ -1,5 +1,7 @@
 #include "impls/device/device.hpp"
 
+#include <functional>
+
 #include <fmt/format.h>
 
 namespace eps::device {
@@ -99,31 +101,49 @@ Status Device::fill(void* dst, std::uint8_t value, std::size_t bytes) {
 
 Status Device::synchronize() { return queue().synchronize(Deadline(timeout_seconds_)); }
 
-Status check_write_value(const void* address, std::uint64_t value, ValueWidth width) {
+namespace {
+
+// The checks write_value and wait_value share, in the name of `call`.
+Status check_value_operation(std::string_view call, const void* address, std::uint64_t value,
+                             ValueWidth width) {
   const std::size_t size = value_bytes(width);
   if (address == nullptr || reinterpret_cast<std::uintptr_t>(address) % size != 0) {
-    return invalid_argument("write_value.address", "must be a non-null address aligned to {} bytes, got {}",
-                            size, address);
+    return invalid_argument(fmt::format("{}.address", call),
+                            "must be a non-null address aligned to {} bytes, got {}", size, address);
   }
   if (width == ValueWidth::k32 && value > 0xFFFF'FFFFull) {
-    return invalid_argument("write_value.value", "a 32-bit write takes values < 2^32, got {}", value);
+    return invalid_argument(fmt::format("{}.value", call), "a 32-bit operation takes values < 2^32, got {}",
+                            value);
   }
   return Status();
 }
 
+}  // namespace
+
+Status check_write_value(const void* address, std::uint64_t value, ValueWidth width) {
+  return check_value_operation("write_value", address, value, width);
+}
+
 Status check_wait_value(const void* address, std::uint64_t value, ValueWidth width, double timeout_seconds) {
-  const std::size_t size = value_bytes(width);
-  if (address == nullptr || reinterpret_cast<std::uintptr_t>(address) % size != 0) {
-    return invalid_argument("wait_value.address", "must be a non-null address aligned to {} bytes, got {}",
-                            size, address);
-  }
-  if (width == ValueWidth::k32 && value > 0xFFFF'FFFFull) {
-    return invalid_argument("wait_value.value", "a 32-bit wait takes values < 2^32, got {}", value);
-  }
+  EPS_RETURN_IF_ERROR(check_value_operation("wait_value", address, value, width));
   if (!(timeout_seconds > 0) || timeout_seconds > 1e9) {
     return invalid_argument("wait_value.timeout_seconds", "must be in (0, 1e9], got {}", timeout_seconds);
   }
   return Status();
+}
+
+Status wait_until_done(const Deadline& deadline, const std::function<Result<bool>()>& done,
+                       const std::function<std::string()>& describe) {
+  Status failure;
+  EPS_RETURN_IF_ERROR(wait_until(
+      deadline,
+      [&] {
+        const Result<bool> is_done = done();
+        if (!is_done.ok()) failure = is_done.status();
+        return !is_done.ok() || *is_done;
+      },
+      describe));
+  return failure;
 }
 
 std::string_view kernel_name(KernelId id) {

@@ -49,6 +49,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -307,6 +308,11 @@ class Device {
 // null or misaligned address, a 32-bit value >= 2^32 or a timeout that is not > 0.
 Status check_write_value(const void* address, std::uint64_t value, ValueWidth width);
 Status check_wait_value(const void* address, std::uint64_t value, ValueWidth width, double timeout_seconds);
+
+// Polls `done` (an event's, a queue's idle) until it says true or fails; kEnvironment at the deadline with
+// `describe` (wait_until's message).
+Status wait_until_done(const Deadline& deadline, const std::function<Result<bool>()>& done,
+                       const std::function<std::string()>& describe);
 
 // A name of every kernel, in KernelId order (for the fatbinary checks and messages).
 std::string_view kernel_name(KernelId id);

@@ -65,19 +65,12 @@ Result<bool> CpuEvent::done() {
 }
 
 Status CpuEvent::wait(const Deadline& deadline) {
-  Status failure;
-  EPS_RETURN_IF_ERROR(wait_until(
-      deadline,
-      [&] {
-        const Result<bool> is_done = done();
-        if (!is_done.ok()) failure = is_done.status();
-        return !is_done.ok() || *is_done;
-      },
-      [&] {
+  return wait_until_done(
+      deadline, [this] { return done(); },
+      [this] {
         return fmt::format("an event of the {} device (recorded {} times, completed up to record {})",
                            state_->owner->backend_name(), state_->recorded.load(), state_->completed.load());
-      }));
-  return failure;
+      });
 }
 
 CpuQueue::CpuQueue(QueueHost& host, int index) : host_(host), index_(index) {}
@@ -293,30 +286,34 @@ Status CpuQueue::launch(KernelId id, const void* args, std::size_t args_bytes) {
   return submit(std::move(op));
 }
 
-Status CpuQueue::write_value(void* address, std::uint64_t value, ValueWidth width) {
-  EPS_RETURN_IF_ERROR(check_write_value(address, value, width));
+// A write_value or wait_value operation on the word at `address`, translated.
+Result<Op> CpuQueue::value_op(Op::Kind kind, const void* address, std::uint64_t value,
+                              ValueWidth width) const {
   Op op;
-  op.kind = Op::Kind::kWriteValue;
+  op.kind = kind;
   op.value = value;
   op.width = width;
   op.address = address;
   op.device_address = host_.memory().is_device(address);
-  EPS_ASSIGN_OR_RETURN(op.dst, host_.memory().translate(address, value_bytes(width), "write_value.address"));
+  EPS_ASSIGN_OR_RETURN(
+      op.dst,
+      host_.memory().translate(address, value_bytes(width),
+                               kind == Op::Kind::kWriteValue ? "write_value.address" : "wait_value.address"));
+  return op;
+}
+
+Status CpuQueue::write_value(void* address, std::uint64_t value, ValueWidth width) {
+  EPS_RETURN_IF_ERROR(check_write_value(address, value, width));
+  EPS_ASSIGN_OR_RETURN(Op op, value_op(Op::Kind::kWriteValue, address, value, width));
   return submit(std::move(op));
 }
 
 Status CpuQueue::wait_value(const void* address, std::uint64_t value, WaitCondition condition,
                             ValueWidth width, double timeout_seconds) {
   EPS_RETURN_IF_ERROR(check_wait_value(address, value, width, timeout_seconds));
-  Op op;
-  op.kind = Op::Kind::kWaitValue;
-  op.value = value;
-  op.width = width;
+  EPS_ASSIGN_OR_RETURN(Op op, value_op(Op::Kind::kWaitValue, address, value, width));
   op.condition = condition;
   op.timeout_seconds = timeout_seconds;
-  op.address = address;
-  op.device_address = host_.memory().is_device(address);
-  EPS_ASSIGN_OR_RETURN(op.dst, host_.memory().translate(address, value_bytes(width), "wait_value.address"));
   return submit(std::move(op));
 }
 

@@ -155,6 +155,7 @@ class CpuQueue final : public Queue {
   std::string describe(const Op& op) const;
   std::string name() const;
   Result<CpuEvent*> own_event(Event& event, std::string_view call) const;
+  Result<Op> value_op(Op::Kind kind, const void* address, std::uint64_t value, ValueWidth width) const;
 
   QueueHost& host_;
   int index_;  // 0 = the default queue

@@ -485,19 +485,12 @@ Result<bool> PluginEvent::done() {
 }
 
 Status PluginEvent::wait(const Deadline& deadline) {
-  Status failure;
-  EPS_RETURN_IF_ERROR(wait_until(
-      deadline,
-      [&] {
-        const Result<bool> is_done = done();
-        if (!is_done.ok()) failure = is_done.status();
-        return !is_done.ok() || *is_done;
-      },
-      [&] {
+  return wait_until_done(
+      deadline, [this] { return done(); },
+      [this] {
         return fmt::format("an event of {}:{} (the work before its record still runs)",
                            device_.properties().backend, device_.properties().ordinal);
-      }));
-  return failure;
+      });
 }
 
 PluginGraph::~PluginGraph() { device_.v3()->graph_destroy(device_.context(), handle_); }
@@ -632,16 +625,9 @@ Result<bool> PluginQueue::idle() {
 
 Status PluginQueue::synchronize(const Deadline& deadline) {
   EPS_RETURN_IF_ERROR(not_capturing("synchronize"));
-  Status failure;
-  EPS_RETURN_IF_ERROR(wait_until(
-      deadline,
-      [&] {
-        const Result<bool> is_idle = idle();
-        if (!is_idle.ok()) failure = is_idle.status();
-        return !is_idle.ok() || *is_idle;
-      },
-      [&] { return fmt::format("{} (a kernel, copy or wait_value still runs)", name()); }));
-  return failure;
+  return wait_until_done(
+      deadline, [this] { return idle(); },
+      [this] { return fmt::format("{} (a kernel, copy or wait_value still runs)", name()); });
 }
 
 Status PluginQueue::begin_capture() {

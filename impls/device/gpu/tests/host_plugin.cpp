@@ -47,6 +47,14 @@ int fail(std::string message) {
 
 int check(const eps::Status& status) { return status.ok() ? 0 : fail("host plugin: " + status.message()); }
 
+// Hands an object the cpu device made to the caller as a plugin handle (released: the caller frees it).
+template <typename T>
+int hand_out(eps::Result<std::unique_ptr<T>> made, void** handle) {
+  if (!made.ok()) return check(made.status());
+  *handle = made->release();
+  return 0;
+}
+
 struct Context {
   std::unique_ptr<Device> device;
   std::mutex mutex;
@@ -168,10 +176,7 @@ extern "C" __attribute__((visibility("default"))) const ::eps_device_plugin_v2* 
 #else
 
 int queue_create(void* context, void** queue) {
-  eps::Result<std::unique_ptr<Queue>> made = context_of(context)->device->create_queue();
-  if (!made.ok()) return check(made.status());
-  *queue = made->release();
-  return 0;
+  return hand_out(context_of(context)->device->create_queue(), queue);
 }
 
 int queue_destroy(void*, void* queue) {
@@ -215,10 +220,7 @@ int wait_value(void* context, void* queue, const void* address, std::uint64_t va
 }
 
 int event_create(void* context, void** event) {
-  eps::Result<std::unique_ptr<Event>> made = context_of(context)->device->create_event();
-  if (!made.ok()) return check(made.status());
-  *event = made->release();
-  return 0;
+  return hand_out(context_of(context)->device->create_event(), event);
 }
 
 int event_destroy(void*, void* event) {
@@ -315,10 +317,7 @@ int capture_begin(void* context, void* queue) {
 }
 
 int capture_end(void* context, void* queue, void** graph) {
-  eps::Result<std::unique_ptr<Graph>> captured = queue_of(context_of(context), queue).end_capture();
-  if (!captured.ok()) return check(captured.status());
-  *graph = captured->release();
-  return 0;
+  return hand_out(queue_of(context_of(context), queue).end_capture(), graph);
 }
 
 int graph_launch(void* context, void* graph, void* queue) {
