@@ -92,8 +92,8 @@ typedef struct eps_plugin_properties_v1 {
                               named twice by one token, a NaN weight on a valid slot) with
                               EPS_PLUGIN_INVALID_ARGUMENT and a message naming the field, as the conformance
                               suite checks; the suite then checks shapes and T_r only, which saves a copy of
-                              the  routing to the host per dispatch when it lives in device memory. 0: the suite
-                              checks the routing before every dispatch. */
+                              the  routing to the host per dispatch when it lives in device memory. 0: the
+                              suite  checks the routing before every dispatch. */
   int32_t max_ranks;
   int32_t max_experts;
   int32_t max_top_k;
@@ -225,8 +225,14 @@ typedef struct eps_ep_plugin_v1_t {
 } eps_ep_plugin_v1_t;
 
 /* The exported object. In C:    const eps_ep_plugin_v1_t eps_ep_plugin_v1 = {EPS_PLUGIN_ABI_VERSION_V1, ...};
- * In C++ the declaration below gives it C linkage (and external linkage despite const). */
-extern const eps_ep_plugin_v1_t eps_ep_plugin_v1;
+ * In C++ the declaration below gives it C linkage (and external linkage despite const); it is exported even
+ * when the plugin is built with -fvisibility=hidden (as epsuite_add_plugin does). */
+#if defined(__GNUC__)
+#define EPS_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define EPS_PLUGIN_EXPORT
+#endif
+EPS_PLUGIN_EXPORT extern const eps_ep_plugin_v1_t eps_ep_plugin_v1;
 
 #ifdef __cplusplus
 }
