@@ -464,6 +464,13 @@ class PyProblem {
     return report_dict(report);
   }
 
+  // The reference's combine [T_r, H] (bf16 bits) of what the suite's expert side returns for every row.
+  py::array_t<std::uint16_t> expected_combine(const std::string& tree_name, bool with_bias) const {
+    return bf16_numpy(
+        value_or_raise(problem::expected_combine(problem_, rank_, tree_of(tree_name), with_bias)),
+        {tokens(), shape().hidden});
+  }
+
   // docs/dispatch.md 5.6 `algo` bytes this rank receives in a dispatch of `layout`, and in its combine.
   py::tuple algo_bytes(const std::string& layout_name) const {
     const dispatch::ByteAccount account = dispatch::account_bytes(problem_.plan());
@@ -601,6 +608,7 @@ PYBIND11_MODULE(_epsuite, m) {
       .def("check_dispatch", &PyProblem::check_dispatch, py::arg("layout"), py::arg("outputs"),
            py::arg("fixed_order") = true)
       .def("expert_outputs", &PyProblem::expert_outputs, py::arg("layout"), py::arg("outputs"))
+      .def("expected_combine", &PyProblem::expected_combine, py::arg("tree"), py::arg("with_bias"))
       .def("check_combine", &PyProblem::check_combine, py::arg("tree"), py::arg("with_bias"), py::arg("out"),
            py::arg("combined_weights") = py::none())
       .def("algo_bytes", &PyProblem::algo_bytes, py::arg("layout"));

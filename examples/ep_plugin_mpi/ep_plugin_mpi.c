@@ -58,6 +58,7 @@ struct handle;
 
 typedef struct context {
   MPI_Comm comm;
+  eps_plugin_bootstrap_v1 bootstrap;
   struct handle* handles; /* alive, linked through handle.next: finalize frees them */
   int rank, size, experts, local, top_k, hidden, t_max, fp8, alignment, ranks_per_node;
   double timeout;
@@ -430,6 +431,7 @@ static int init(const eps_plugin_config_v1* config, void** out) {
   c->alignment = config->expert_alignment;
   c->ranks_per_node = config->ranks_per_node;
   c->timeout = config->timeout_seconds;
+  c->bootstrap = config->bootstrap;
   c->row_bytes = c->fp8 ? (size_t)c->hidden : 2 * (size_t)c->hidden;
   c->scale_bytes = c->fp8 ? 4 * (size_t)(c->hidden / 128) : 0;
   *out = c;
@@ -620,9 +622,14 @@ static int release(void* ctx, void* hv) {
 static int finalize(void* ctx) {
   context* c = ctx;
   while (c->handles != NULL) release(c, c->handles);
+  /* No rank frees its communicator while a peer may still be inside an exchange on it. */
+  const int synced = c->bootstrap.barrier(c->bootstrap.context);
+  if (synced != EPS_PLUGIN_SUCCESS) {
+    fail(synced, "bootstrap barrier: %s", c->bootstrap.last_error(c->bootstrap.context));
+  }
   MPI_Comm_free(&c->comm);
   free(c);
-  return EPS_PLUGIN_SUCCESS;
+  return synced;
 }
 
 static const char* last_error(void) { return g_error; }

@@ -361,9 +361,8 @@ dispatch::CompareReport check_dispatch(const Problem& p, int rank, const Dispatc
   return failed;
 }
 
-Result<dispatch::CompareReport> check_combine(const Problem& p, int rank, transport::CombineTree tree,
-                                              bool with_bias, std::span<const bf16> out,
-                                              std::span<const float> combined_weights) {
+Result<std::vector<bf16>> expected_combine(const Problem& p, int rank, transport::CombineTree tree,
+                                           bool with_bias) {
   const ProblemShape& s = p.shape();
   const std::size_t row_bytes = p.plan().row_bytes();
   const auto num_scales = static_cast<std::size_t>(p.plan().num_scales());
@@ -384,13 +383,17 @@ Result<dispatch::CompareReport> check_combine(const Problem& p, int rank, transp
   const dispatch::SlotOutputFn slot_output = [&](int r, int t, int k, std::span<bf16> row) {
     from_source(r, t, ll_shift(plan.topk_idx(r, t)[k]), row);
   };
-  Result<std::vector<bf16>> expected =
-      tree == transport::CombineTree::kLlWeighted ? dispatch::expected_ll_combine(plan, rank, slot_output)
-      : tree == transport::CombineTree::kHtRank
-          ? dispatch::expected_ht_rank_combine(plan, rank, partial, bias)
-          : dispatch::expected_ht_two_level_combine(plan, rank, s.ranks_per_node, partial, bias);
-  if (!expected.ok()) return expected.status();
-  dispatch::CompareReport report = dispatch::compare_combine(p.plan(), rank, *expected, out);
+  return tree == transport::CombineTree::kLlWeighted ? dispatch::expected_ll_combine(plan, rank, slot_output)
+         : tree == transport::CombineTree::kHtRank
+             ? dispatch::expected_ht_rank_combine(plan, rank, partial, bias)
+             : dispatch::expected_ht_two_level_combine(plan, rank, s.ranks_per_node, partial, bias);
+}
+
+Result<dispatch::CompareReport> check_combine(const Problem& p, int rank, transport::CombineTree tree,
+                                              bool with_bias, std::span<const bf16> out,
+                                              std::span<const float> combined_weights) {
+  EPS_ASSIGN_OR_RETURN(const std::vector<bf16> expected, expected_combine(p, rank, tree, with_bias));
+  dispatch::CompareReport report = dispatch::compare_combine(p.plan(), rank, expected, out);
   if (!combined_weights.empty())
     report.merge(dispatch::compare_combined_weights(p.plan(), rank, combined_weights));
   return report;

@@ -155,6 +155,10 @@ dispatch::CompareReport check_layout(const Problem& problem, int rank,
                                      const dispatch::DispatchLayout& actual);
 dispatch::CompareReport check_dispatch(const Problem& problem, int rank, const DispatchBuffers& actual,
                                        std::int64_t num_rows, bool fixed_order);
+// The reference's combine of `rank`'s tokens [T_r, H] on `tree`, with the expert side's function
+// (transform_row of each delivered row) and, `with_bias`, the problem's bias rows (ht trees).
+Result<std::vector<bf16>> expected_combine(const Problem& problem, int rank, transport::CombineTree tree,
+                                           bool with_bias);
 // `with_bias`: the ht trees were given the problem's bias rows. Combined weights are checked when given.
 Result<dispatch::CompareReport> check_combine(const Problem& problem, int rank, transport::CombineTree tree,
                                               bool with_bias, std::span<const bf16> out,

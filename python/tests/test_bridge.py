@@ -153,6 +153,17 @@ def test_torch_tensors_come_in_through_dlpack():
     assert p.check_dispatch("ht-rank-major", converted, True)[0]["passed"]
 
 
+def test_the_expected_combine_passes_its_check_and_a_wrong_row_fails():
+    p = problems()[1]
+    for tree, with_bias in (("ht-rank", True), ("ht-two-level", True), ("ll-weighted", False)):
+        out = p.expected_combine(tree, with_bias)
+        assert out.shape == (p.tokens, p.shape["hidden"]) and out.dtype == np.uint16
+        assert p.check_combine(tree, with_bias, out)["passed"], tree
+        out[0, 0] ^= 1
+        report = p.check_combine(tree, with_bias, out)
+        assert report["mismatches"] == 1 and "combined_x rank 1 src (1, 0) column 0" in report["first"], report
+
+
 def test_bad_shapes_of_the_problem_are_refused():
     for shape, wanted in (({"ranks": 2, "experts": 3, "top_k": 1}, "num_experts"), ({"ranks": 2, "bogus": 1}, "unknown field"),
                           ({"dtype": "fp16"}, "shape.dtype: must be bf16 or fp8")):
