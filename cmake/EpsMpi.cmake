@@ -11,6 +11,10 @@ find_package(MPI REQUIRED COMPONENTS C)
 # that includes it, and executables fail to link without libmpi_cxx.
 set_property(TARGET MPI::MPI_C APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 
+# The README's exports (ci/check-docs): every MPI test runs with them.
+# readme-command: export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# readme-command: export OMPI_MCA_btl=self,vader OMPI_MCA_oob_tcp_if_include=lo FI_TCP_IFACE=lo
+# readme-command: export OMPI_MCA_btl=self,vader OMPI_MCA_oob_tcp_if_include=lo
 set(EPS_MPI_TEST_ENVIRONMENT
     OMPI_ALLOW_RUN_AS_ROOT=1
     OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

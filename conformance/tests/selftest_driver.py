@@ -149,6 +149,7 @@ class Driver:
     # docs/fabrics.md 6.2-6.3 from the command line: the negative control (fabric-order trusted on the
     # chaos fabric) must be caught (exit 1); unsafe or malformed fabric choices are refused once (exit 2);
     # a safe strategy under chaos passes.
+    # readme-command: mpirun -np 2 --map-by :OVERSUBSCRIBE build/epsuite check --transport direct --fabric libfabric:shm --signal fabric-order --chaos seed=1 --allow-unsafe
     def fabric_cli(self):
         for transport in ("direct", "proxy"):
             p = self.run(2, self.args.epsuite, "check", "--transport", transport, "--timeout", "30", "--fabric",

@@ -17,10 +17,14 @@ void CompareCommand::bind(CLI::App& app) {
   app.add_option("--alpha", alpha_, "Significance level of the two-sided Mann-Whitney U test")
       ->capture_default_str();
   app.add_flag("--force", force_, "Compare even when the platform fingerprints differ");
+  app.add_flag(
+      "--allow-unmatched", allow_unmatched_,
+      "Pass when no case of NEW matches one of BASE (by default a gate that compared nothing fails)");
   app.footer(
       "A case regresses when its median time is larger by more than the threshold AND p < alpha "
       "(docs/results.md 9.2). "
-      "Exit 0: no regression and no failed check in NEW; 1: a regression or a failed check; 2: bad input or "
+      "Exit 0: no regression and no failed check in NEW; 1: a regression, a failed check, or no case matched "
+      "(the report names the identity fields that differ; --allow-unmatched passes it); 2: bad input or "
       "different fingerprints without --force.");
 }
 
@@ -30,6 +34,7 @@ int CompareCommand::run() const {
     EPS_ASSIGN_OR_RETURN(options.threshold, parse_fraction(threshold_, "--threshold"));
     EPS_ASSIGN_OR_RETURN(options.alpha, parse_fraction(alpha_, "--alpha"));
     options.force = force_;
+    options.allow_unmatched = allow_unmatched_;
     EPS_ASSIGN_OR_RETURN(ResultsDocument base, read_results_file(base_path_));
     EPS_ASSIGN_OR_RETURN(ResultsDocument next, read_results_file(new_path_));
     EPS_ASSIGN_OR_RETURN(Comparison comparison, compare_results(base, next, options));

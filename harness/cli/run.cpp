@@ -19,6 +19,7 @@
 #include "impls/testing/mpi_gtest.hpp"
 #include "impls/transport/registry.hpp"
 #include "perf/bench/driver.hpp"
+#include "perf/bench/oversubscription.hpp"
 #include "perf/bench/presets.hpp"
 #include "reference/common/version.hpp"
 
@@ -279,6 +280,15 @@ class RunJob {
                          resolve_preset_flags(params_, mpi::size(), nodes.ranks_per_node()));
     preset_tokens_ = preset.preset->tokens_per_rank;
     eplb_transport_ = names.empty() ? std::string("mpi") : names.front();
+    // docs/results.md 9.5: the ranks, and the proxy's threads where the proxy transport runs, against the
+    // CPUs.
+    EPS_ASSIGN_OR_RETURN(const bench::CpuCensus census, bench::take_cpu_census(Deadline(timeout_)));
+    int helpers = 0;
+    for (const std::string& name : names) {
+      helpers = std::max(
+          helpers, bench::helper_threads_per_rank(name, static_cast<int>(params_.integer("proxy-threads"))));
+    }
+    oversubscribed_ = bench::find_oversubscription(census, helpers);
     return Status();
   }
 
@@ -299,10 +309,12 @@ class RunJob {
       StepLog step = log("platform");
       mpi::root_print("# epsuite {} (git {}) run\n{}", kSuiteVersion, kGitSha, params_.header_block());
       if (mpi::is_root()) {
-        const Json info{{"suite_version", kSuiteVersion},
-                        {"git_sha", kGitSha},
-                        {"platform", platform_to_json(*platform)},
-                        {"config", params_.to_json()}};
+        const Json info{
+            {"suite_version", kSuiteVersion},
+            {"git_sha", kGitSha},
+            {"platform", platform_to_json(*platform)},
+            {"config", params_.to_json()},
+            {"oversubscribed", oversubscribed_ ? bench::oversubscription_to_json(*oversubscribed_) : Json()}};
         written = write_json_file_atomic((out_ / "info.json").string(), info);
       }
     }
@@ -314,6 +326,9 @@ class RunJob {
     mpi::root_print("[1/{}] platform: {} ranks on {} node(s) ({}), {}, fingerprint {} -> {}\n", kSteps,
                     mpi::size(), nodes_, fmt::join(hosts, ", "), platform->node.cpu_model,
                     platform_fingerprint(*platform).substr(0, 8), (out_ / "info.json").string());
+    if (oversubscribed_) {
+      mpi::root_print("  oversubscribed: {}\n", bench::oversubscription_line(*oversubscribed_));
+    }
     platform_ = std::move(platform).value();
   }
 
@@ -421,7 +436,8 @@ class RunJob {
   fs::path out_;
   int nodes_ = 1;
   std::int64_t preset_tokens_ = 0;
-  std::string eplb_transport_;  // the EPLB step's: the first selected transport
+  std::string eplb_transport_;                             // the EPLB step's: the first selected transport
+  std::optional<bench::Oversubscription> oversubscribed_;  // docs/results.md 9.5
   int worst_ = 0;
   std::optional<Platform> platform_;
   std::vector<std::string> bench_files_;

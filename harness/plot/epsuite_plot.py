@@ -34,6 +34,9 @@ workload, one series per policy (and transport, identity and platform where seve
   eplb_moved_bytes_<mode>_<dtype>_<workload>   stacked bars of the MB every rebalance moved (same rank, same
                               node, cross node), one bar per rebalance that moved an expert, labelled with its
                               policy and switch step.
+A series with a case that ran oversubscribed (docs/results.md 9.5: the case's `oversubscribed` is true) is
+labelled "[oversubscribed]" in the line figures, and its plots.json entry has "oversubscribed": true: its times
+measure the scheduler, not the transport.
 Layer and EPLB cases stay out of the transport figures: their p50 is a whole step (routing, expert FFNs and
 shared experts besides dispatch and combine), so bytes / p50 is no transport bandwidth.
 plots.json is the index: every figure with its kind, files, title, axes and what was drawn: series (label,
@@ -168,6 +171,7 @@ def parse_case(path, index, case):
             "ceiling": parse_ceiling(path, index, case),
             "sizes": sizes if isinstance(sizes, dict) else {},
             "identity": identity_of(case),
+            "oversubscribed": case.get("oversubscribed") is True,
             "layer": parse_layer(path, index, case) if case.get("op") == LAYER_OP else None,
             "eplb": parse_eplb(path, index, case) if case.get("op") == EPLB_OP else None}
 
@@ -283,8 +287,9 @@ def collect_lines(documents, select, value_key, several_platforms, with_bands=Fa
             series = grouped.setdefault(key, {}).setdefault(
                 (case["transport"], case["identity"], doc["platform"]),
                 {"transport": case["transport"], "platform": doc["platform"], "identity": case["identity"],
-                 "points": {}})
+                 "points": {}, "oversubscribed": False})
             series["points"][case["tokens"]] = case[value_key]
+            series["oversubscribed"] |= case["oversubscribed"]
             if with_bands:
                 series.setdefault("bands", {})[case["tokens"]] = case["band_gbps"]
                 if case["ceiling"] is not None:
@@ -292,7 +297,8 @@ def collect_lines(documents, select, value_key, several_platforms, with_bands=Fa
     figures = {}
     for key, by_identity in grouped.items():
         keys = varying_keys([identity for (_, identity, _) in by_identity])
-        figures[key] = {series_label(t, identity, keys, platform, several_platforms): series
+        figures[key] = {series_label(t, identity, keys, platform, several_platforms)
+                        + (" [oversubscribed]" if series["oversubscribed"] else ""): series
                         for (t, identity, platform), series in by_identity.items()}
     return figures
 
@@ -325,6 +331,8 @@ def line_figure(plt, out_dir, stem, title, ylabel, series_map, xlabel=TOKENS_AXI
         (line,) = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
         entry = {"label": label, "transport": s["transport"], "platform": s["platform"],
                  "identity": dict(s["identity"]), "points": [[t, v] for t, v in points]}
+        if s.get("oversubscribed"):
+            entry["oversubscribed"] = True
         entry.update(draw_band_and_ceiling(ax, s, label, line.get_color()))
         index_series.append(entry)
     if log2_x:

@@ -14,7 +14,10 @@ dropped (token, slot) pairs / tokens summed over layers, wrong elements, ceiling
 when a bench document holds `epsuite bench eplb` cases (one row per load window: transport, policy, workload,
 window, steps, plan, β predicted and realized, mean step µs, switches, moved experts same rank / same node /
 cross node, MB moved, stall µs, planner µs, wrong elements; then links to the EPLB figures) and links to every
-other plot. Exit code 0; 2 when DIR holds none of those files.
+other plot. When the run, or one of its bench documents, ran oversubscribed (docs/results.md 9.5: the
+`oversubscribed` object of info.json or of a bench document), the report says so in one line under its title,
+and the bench rows of oversubscribed cases carry a * after their p50. Exit code 0; 2 when DIR holds none of
+those files.
 """
 import glob
 import json
@@ -40,6 +43,17 @@ def platform_section(path):
     if tags:
         lines.append("- tags: " + ", ".join(f"{k}={v}" for k, v in sorted(tags.items())))
     return lines + [""]
+
+
+def oversubscription_lines(paths):
+    """One line per distinct note of the `oversubscribed` objects of the given documents (docs/results.md 9.5)."""
+    notes = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            oversubscribed = json.load(f).get("oversubscribed")
+        if isinstance(oversubscribed, dict) and oversubscribed.get("note") not in notes:
+            notes.append(oversubscribed.get("note"))
+    return [f"**Oversubscribed:** {note}." for note in notes] + ([""] if notes else [])
 
 
 def conformance_section(path):
@@ -79,23 +93,27 @@ def bench_section(paths):
              "| ceiling GB/s | ratio | check |",
              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for path in paths:
-        with open(path, encoding="utf-8") as f:
-            for c in json.load(f).get("results", []):
-                lines.append(
-                    f"| {c['op']} | {c['transport']} | {c['mode']} | {c['dtype']} | {c['sizes'].get('tokens', '')} "
-                    f"| {c['stats']['p50']:.1f} | {c['stats']['p99']:.1f} | {c['bandwidth_gbps']['algo']:.3f} "
-                    f"| {c['bandwidth_gbps']['physical']:.3f} | {ceiling_cells(c)} | {check_text(c['check'])} |")
+        for c in read_results(path):
+            lines.append(
+                f"| {c['op']} | {c['transport']} | {c['mode']} | {c['dtype']} | {c['sizes'].get('tokens', '')} "
+                f"| {c['stats']['p50']:.1f}{'*' if c.get('oversubscribed') is True else ''} "
+                f"| {c['stats']['p99']:.1f} | {c['bandwidth_gbps']['algo']:.3f} "
+                f"| {c['bandwidth_gbps']['physical']:.3f} | {ceiling_cells(c)} | {check_text(c['check'])} |")
     lines.append("")
+    if any(c.get("oversubscribed") is True for path in paths for c in read_results(path)):
+        lines += ["\\* ran oversubscribed (more threads than CPUs on a node): the time measures the scheduler, "
+                  "not the transport.", ""]
     lines.append("Results documents: " + ", ".join(f"[{os.path.basename(p)}]({os.path.basename(p)})" for p in paths))
     return lines + [""]
 
 
+def read_results(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("results", [])
+
+
 def op_cases(paths, op):
-    cases = []
-    for path in paths:
-        with open(path, encoding="utf-8") as f:
-            cases += [c for c in json.load(f).get("results", []) if c.get("op") == op]
-    return cases
+    return [c for path in paths for c in read_results(path) if c.get("op") == op]
 
 
 def wrong_text(check):
@@ -197,6 +215,7 @@ def main(argv):
     xml = os.path.join(out_dir, "conformance.xml")
     benches = sorted(glob.glob(os.path.join(out_dir, "bench-*.json")))
     plots = os.path.join(out_dir, "plots", "plots.json")
+    sections += oversubscription_lines(([info] if os.path.isfile(info) else []) + benches)
     if os.path.isfile(info):
         sections += platform_section(info)
     if os.path.isfile(xml):

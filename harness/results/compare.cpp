@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -114,7 +115,7 @@ std::size_t Comparison::count(Verdict verdict) const {
 }
 
 int Comparison::exit_code() const {
-  return count(Verdict::kRegression) > 0 || !failed_checks.empty() ? 1 : 0;
+  return count(Verdict::kRegression) > 0 || !failed_checks.empty() || nothing_matched() ? 1 : 0;
 }
 
 namespace {
@@ -143,6 +144,54 @@ Result<std::map<std::string, const CaseRecord*>> index_cases(const ResultsDocume
     }
   }
   return index;
+}
+
+// Every identity field of a case (docs/results.md 9.3) as field -> value text.
+std::map<std::string, std::string> identity_fields(const CaseResult& c) {
+  std::map<std::string, std::string> fields = {
+      {"op", c.op}, {"transport", c.transport}, {"mode", c.mode}, {"dtype", c.dtype}};
+  for (const auto& [name, value] : c.sizes) fields[name] = std::to_string(value);
+  for (const auto& [name, value] : c.identity) fields[name] = value;
+  return fields;
+}
+
+// The fields whose sets of values differ between the documents; a case without a field the other document
+// has counts as "(none)".
+std::vector<IdentityDifference> identity_differences(const ResultsDocument& base,
+                                                     const ResultsDocument& next) {
+  using Fields = std::map<std::string, std::string>;
+  std::set<std::string> names;
+  std::vector<Fields> base_fields, new_fields;
+  for (const CaseRecord& r : base.cases) base_fields.push_back(identity_fields(r.result));
+  for (const CaseRecord& r : next.cases) new_fields.push_back(identity_fields(r.result));
+  for (const auto* side : {&base_fields, &new_fields}) {
+    for (const Fields& fields : *side) {
+      for (const auto& [name, value] : fields) names.insert(name);
+    }
+  }
+  const auto values_of = [&names](const std::vector<Fields>& side) {
+    std::map<std::string, std::set<std::string>> values;
+    for (const Fields& fields : side) {
+      for (const std::string& name : names) {
+        const auto it = fields.find(name);
+        values[name].insert(it == fields.end() ? "(none)" : it->second);
+      }
+    }
+    return values;
+  };
+  const auto in_base = values_of(base_fields), in_new = values_of(new_fields);
+  std::vector<IdentityDifference> out;
+  for (const std::string& name : names) {
+    const std::set<std::string>& b = in_base.at(name);
+    const std::set<std::string>& n = in_new.at(name);
+    if (b != n) out.push_back({name, {b.begin(), b.end()}, {n.begin(), n.end()}});
+  }
+  return out;
+}
+
+std::string oversubscribed_note(const ResultsDocument& doc) {
+  const Json& o = doc.header.oversubscribed;
+  return o.is_object() ? o.value("note", std::string()) : std::string();
 }
 
 Result<CaseComparison> compare_case(const std::string& key, const CaseResult& base, const CaseResult& next,
@@ -196,11 +245,17 @@ Result<Comparison> compare_results(const ResultsDocument& base, const ResultsDoc
     }
     EPS_ASSIGN_OR_RETURN(CaseComparison c, compare_case(key, match->second->result, record.result, options));
     out.cases.push_back(std::move(c));
+    out.oversubscribed_in_base += match->second->result.oversubscribed ? 1 : 0;
+    out.oversubscribed_in_new += record.result.oversubscribed ? 1 : 0;
   }
   for (const CaseRecord& record : base.cases) {
     const std::string key = case_key(record.result);
     if (!new_index.contains(key)) out.only_in_base.push_back(key);
   }
+  out.identity_differences = identity_differences(base, next);
+  out.allow_unmatched = options.allow_unmatched;
+  out.base_oversubscribed_note = oversubscribed_note(base);
+  out.new_oversubscribed_note = oversubscribed_note(next);
   return out;
 }
 
@@ -230,6 +285,52 @@ std::string key_list(std::string_view title, const std::vector<std::string>& key
   return out;
 }
 
+// "a, b, c" of at most kShown values, then "(N more)".
+std::string value_list(const std::vector<std::string>& values) {
+  constexpr std::size_t kShown = 6;
+  if (values.size() <= kShown) return fmt::format("{}", fmt::join(values, ", "));
+  return fmt::format("{}, ... ({} more)", fmt::join(values.begin(), values.begin() + kShown, ", "),
+                     values.size() - kShown);
+}
+
+// Why nothing matched: the fields whose values differ, one line each.
+std::string unmatched_section(const Comparison& comparison) {
+  if (!comparison.cases.empty()) return "";
+  if (comparison.identity_differences.empty()) {
+    return "no case matched: every identity field takes the same values in both files, but in other "
+           "combinations\n";
+  }
+  std::string out = "no case matched; identity fields that differ (docs/results.md 9.3):\n";
+  for (const IdentityDifference& d : comparison.identity_differences) {
+    out +=
+        fmt::format("  {}: BASE {}; NEW {}\n", d.field, value_list(d.base_values), value_list(d.new_values));
+  }
+  return out;
+}
+
+// "# warning: NEW: 12 of 12 matched cases ran oversubscribed (4 ranks on 2 CPUs: ...)"; "" when none did.
+std::string oversubscription_warning(std::string_view which, std::size_t oversubscribed, std::size_t matched,
+                                     const std::string& note) {
+  if (oversubscribed == 0) return "";
+  return fmt::format("# warning: {}: {} of {} matched cases ran oversubscribed{} (docs/results.md 9.5)\n",
+                     which, oversubscribed, matched, note.empty() ? "" : " (" + note + ")");
+}
+
+std::string verdict_line(const Comparison& comparison) {
+  std::string reasons = fmt::format("{} regression(s), {} failed check(s)",
+                                    comparison.count(Verdict::kRegression), comparison.failed_checks.size());
+  if (comparison.cases.empty()) {
+    std::vector<std::string> fields;
+    for (const IdentityDifference& d : comparison.identity_differences) fields.push_back(d.field);
+    reasons += fields.empty()
+                   ? std::string(", no case matched")
+                   : fmt::format(", no case matched: the files differ in {}", fmt::join(fields, ", "));
+    reasons +=
+        comparison.allow_unmatched ? " (allowed by --allow-unmatched)" : " (--allow-unmatched passes this)";
+  }
+  return fmt::format("verdict: {} ({})\n", comparison.exit_code() == 0 ? "PASS" : "FAIL", reasons);
+}
+
 }  // namespace
 
 std::string comparison_report(const Comparison& comparison, const CompareOptions& options) {
@@ -241,6 +342,10 @@ std::string comparison_report(const Comparison& comparison, const CompareOptions
     out += fmt::format("# fingerprints differ (--force): BASE {} NEW {}\n", comparison.base_fingerprint,
                        comparison.new_fingerprint);
   }
+  out += oversubscription_warning("BASE", comparison.oversubscribed_in_base, comparison.cases.size(),
+                                  comparison.base_oversubscribed_note);
+  out += oversubscription_warning("NEW", comparison.oversubscribed_in_new, comparison.cases.size(),
+                                  comparison.new_oversubscribed_note);
   out += section(comparison, Verdict::kRegression, "regressions");
   out += section(comparison, Verdict::kImprovement, "improvements");
   out += fmt::format("unchanged: {} of {} matched cases\n", comparison.count(Verdict::kUnchanged),
@@ -248,9 +353,8 @@ std::string comparison_report(const Comparison& comparison, const CompareOptions
   out += key_list("only in BASE", comparison.only_in_base);
   out += key_list("only in NEW", comparison.only_in_new);
   out += key_list("failed checks in NEW", comparison.failed_checks);
-  out += fmt::format("verdict: {} ({} regression(s), {} failed check(s))\n",
-                     comparison.exit_code() == 0 ? "PASS" : "FAIL", comparison.count(Verdict::kRegression),
-                     comparison.failed_checks.size());
+  out += unmatched_section(comparison);
+  out += verdict_line(comparison);
   return out;
 }
 

@@ -10,8 +10,16 @@
 //   regresses  when ratio > 1 + threshold and the two-sided Mann–Whitney U p-value < alpha;
 //   improves   when ratio < 1 - threshold and p < alpha;
 //   is unchanged otherwise.
-// `exit_code` is 1 when any case regresses or any case of NEW has check.passed == false, else 0. Cases
-// present in only one document are listed and do not fail the gate.
+// `exit_code` is 1 when any case regresses, any case of NEW has check.passed == false, or no case matched at
+// all (docs/results.md 9.2: a gate that compared nothing is not a pass) unless `allow_unmatched`; else 0.
+// Cases present in only one document are listed and do not fail the gate by themselves. When no case
+// matched, the report names the identity fields (op, transport, mode, dtype, every size and every identity
+// entry) whose values differ between the documents: `identity_differences`, one per field whose set of
+// values over BASE's cases is not the set over NEW's (a case without the field counts as "(none)").
+//
+// Oversubscription (docs/results.md 9.5): the report warns, per document, how many matched cases ran
+// oversubscribed there (their times measure the scheduler, not the transport), with the document's note; it
+// does not change the verdict.
 //
 // Mann–Whitney U (two-sided): U = #{(a, b): a > b} + 0.5 #{(a, b): a == b} over BASE x NEW. When both
 // samples have at most kExactLimit values and the pooled sample has no ties, p is exact: the null
@@ -54,7 +62,8 @@ Result<double> parse_fraction(std::string_view text, std::string_view field);
 struct CompareOptions {
   double threshold = 0.10;
   double alpha = 0.05;
-  bool force = false;  // compare even when the fingerprints differ
+  bool force = false;            // compare even when the fingerprints differ
+  bool allow_unmatched = false;  // zero matched cases pass (otherwise exit 1)
 };
 
 enum class Verdict { kUnchanged, kImprovement, kRegression };
@@ -68,14 +77,30 @@ struct CaseComparison {
   Verdict verdict = Verdict::kUnchanged;
 };
 
+// One identity field whose values differ between the documents: its sorted distinct values in each.
+struct IdentityDifference {
+  std::string field;  // "op", "transport", "mode", "dtype", a size name or an identity entry name
+  std::vector<std::string> base_values;
+  std::vector<std::string> new_values;
+};
+
 struct Comparison {
   std::string base_fingerprint;
   std::string new_fingerprint;
   std::vector<CaseComparison> cases;  // in the order of NEW
   std::vector<std::string> only_in_base;
   std::vector<std::string> only_in_new;
-  std::vector<std::string> failed_checks;  // keys of NEW cases with check.passed == false
+  std::vector<std::string> failed_checks;                // keys of NEW cases with check.passed == false
+  std::vector<IdentityDifference> identity_differences;  // by field name
+  // Matched cases that ran oversubscribed in BASE and in NEW, and each document's `oversubscribed.note`.
+  std::size_t oversubscribed_in_base = 0;
+  std::size_t oversubscribed_in_new = 0;
+  std::string base_oversubscribed_note;
+  std::string new_oversubscribed_note;
+  bool allow_unmatched = false;  // CompareOptions::allow_unmatched
   std::size_t count(Verdict verdict) const;
+  // No case matched and that is not allowed.
+  bool nothing_matched() const { return cases.empty() && !allow_unmatched; }
   int exit_code() const;
 };
 

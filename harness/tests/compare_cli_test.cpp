@@ -33,7 +33,8 @@ class CompareCli : public testing::Test {
 
   // Writes a results file with a dispatch and a combine case; times scaled by `factor`.
   std::string write_results(const std::string& name, double factor,
-                            const std::string& fingerprint = "0123456789abcdef", bool passed = true) const {
+                            const std::string& fingerprint = "0123456789abcdef", bool passed = true,
+                            const std::string& fabric = "shm") const {
     const Json platform{{"hostnames", {"node-a"}}, {"fingerprint", fingerprint}};
     ResultsWriter writer(path(name), make_run_header({"epsuite", "bench"}, platform, Json::object()));
     EXPECT_TRUE(writer.start().ok());
@@ -44,6 +45,7 @@ class CompareCli : public testing::Test {
       c.mode = "ht-rank-major";
       c.dtype = "bf16";
       c.sizes = {{"tokens", 128}, {"hidden", 256}};
+      c.identity = {{"fabric", fabric}, {"preset", "smoke"}};
       for (double t : kTimes) c.times_us.push_back(t * factor);
       c.check =
           CheckOutcome{passed, passed ? 0 : 7, passed ? std::nullopt : std::optional<std::string>("row 3")};
@@ -90,14 +92,20 @@ TEST_F(CompareCli, FileWithItselfExitsZero) {
   EXPECT_NE(out_.find("verdict: PASS"), std::string::npos) << out_;
 }
 
+// readme-command: build/epsuite compare base.json new.json
+// readme-command: build/epsuite compare base.json new.json --threshold 5% --alpha 0.01
 TEST_F(CompareCli, OnePointFiveTimesSlowerExitsOneListingRegressions) {
   const std::string base = write_results("base.json", 1.0);
   const std::string slow = write_results("slow.json", 1.5);
   EXPECT_EQ(compare(base + " " + slow), 1) << out_ << err_;
   EXPECT_NE(out_.find("regressions (2):"), std::string::npos) << out_;
-  EXPECT_NE(out_.find("dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=128"), std::string::npos) << out_;
-  EXPECT_NE(out_.find("combine/mpi/ht-rank-major/bf16 hidden=256 tokens=128"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=128 fabric=shm"), std::string::npos)
+      << out_;
+  EXPECT_NE(out_.find("combine/mpi/ht-rank-major/bf16 hidden=256 tokens=128 fabric=shm"), std::string::npos)
+      << out_;
   EXPECT_NE(out_.find("1.500"), std::string::npos) << out_;  // the ratio column
+  EXPECT_EQ(compare(base + " " + slow + " --threshold 5% --alpha 0.01"), 1) << out_ << err_;
+  EXPECT_NE(out_.find("# epsuite compare: threshold 5%, alpha 0.01"), std::string::npos) << out_;
   // The reverse direction is an improvement, and improvements pass.
   EXPECT_EQ(compare(slow + " " + base), 0) << out_;
   EXPECT_NE(out_.find("improvements (2):"), std::string::npos) << out_;
@@ -111,6 +119,7 @@ TEST_F(CompareCli, FivePercentSlowerPassesAtTenPercentFailsAtThree) {
   EXPECT_EQ(compare(base + " " + slower + " --threshold 3% --alpha 0.0000001"), 0) << out_ << err_;
 }
 
+// readme-command: build/epsuite compare base.json other-machine.json --force
 TEST_F(CompareCli, DifferentFingerprintExitsTwoUnlessForced) {
   const std::string base = write_results("base.json", 1.0);
   const std::string other = write_results("other.json", 1.0, "fedcba9876543210");
@@ -126,6 +135,38 @@ TEST_F(CompareCli, FailedCheckInNewExitsOne) {
   const std::string failed = write_results("failed.json", 1.0, "0123456789abcdef", false);
   EXPECT_EQ(compare(base + " " + failed), 1) << out_ << err_;
   EXPECT_NE(out_.find("failed checks in NEW (2):"), std::string::npos) << out_;
+}
+
+// docs/results.md 9.2: the same sweep over two fabrics shares no case; a gate that compared nothing fails,
+// naming the identity field that differs, and lists each file's cases; --allow-unmatched passes it.
+// readme-command: build/epsuite compare shm.json tcp.json --allow-unmatched
+TEST_F(CompareCli, NoCaseInCommonExitsOneNamingTheFieldsThatDiffer) {
+  const std::string shm = write_results("shm.json", 1.0);
+  const std::string tcp = write_results("tcp.json", 1.0, "0123456789abcdef", true, "libfabric:tcp");
+  EXPECT_EQ(compare(shm + " " + tcp), 1) << out_ << err_;
+  EXPECT_TRUE(err_.empty()) << err_;
+  EXPECT_NE(out_.find("unchanged: 0 of 0 matched cases"), std::string::npos) << out_;
+  EXPECT_NE(
+      out_.find("only in BASE (2):\n  dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=128 fabric=shm"),
+      std::string::npos)
+      << out_;
+  EXPECT_NE(out_.find("only in NEW (2):\n  dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=128 "
+                      "fabric=libfabric:tcp"),
+            std::string::npos)
+      << out_;
+  EXPECT_NE(out_.find("  fabric: BASE shm; NEW libfabric:tcp\n"), std::string::npos) << out_;
+  EXPECT_NE(
+      out_.find("verdict: FAIL (0 regression(s), 0 failed check(s), no case matched: the files differ in "
+                "fabric (--allow-unmatched passes this))"),
+      std::string::npos)
+      << out_;
+  EXPECT_EQ(compare(shm + " " + tcp + " --allow-unmatched"), 0) << out_ << err_;
+  EXPECT_NE(out_.find("verdict: PASS"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("only in NEW (2):"), std::string::npos) << out_;
+  // --help documents the flag and the exit code.
+  EXPECT_EQ(compare("--help"), 0);
+  EXPECT_NE(out_.find("--allow-unmatched"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("no case matched"), std::string::npos) << out_;
 }
 
 TEST_F(CompareCli, BadFilesExitTwo) {

@@ -5,6 +5,7 @@
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(out ${WORK_DIR}/dispatch.json)
 file(REMOVE ${out})
+# readme-command: build/epsuite ref dispatch --in examples/dispatch_small.json --out dispatch.json
 execute_process(COMMAND ${EPSUITE} ref dispatch --in examples/dispatch_small.json --out ${out}
                 RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)

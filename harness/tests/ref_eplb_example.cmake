@@ -3,6 +3,7 @@
 # source root, where examples/ lives).
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
+# readme-command: build/epsuite ref eplb --in examples/eplb_deepseek.json --out eplb.json
 execute_process(COMMAND ${EPSUITE} ref eplb --in ${SOURCE_DIR}/examples/eplb_deepseek.json --out ${WORK_DIR}/eplb.json
                 RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)

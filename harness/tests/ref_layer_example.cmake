@@ -4,6 +4,7 @@
 # Usage: cmake -DEPSUITE=<epsuite> -DSOURCE_DIR=<source root> -DWORK_DIR=<scratch dir> -P ref_layer_example.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
+# readme-command: build/epsuite ref layer --in examples/layer_ec.json --out layer.json
 execute_process(COMMAND ${EPSUITE} ref layer --in ${SOURCE_DIR}/examples/layer_ec.json --out ${WORK_DIR}/layer.json
                 RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)

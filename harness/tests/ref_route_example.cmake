@@ -3,6 +3,7 @@
 # Usage: cmake -DEPSUITE=<epsuite> -DSOURCE_DIR=<source root> -DWORK_DIR=<scratch dir> -P ref_route_example.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
+# readme-command: build/epsuite ref route --in examples/route_ec.json --out route.json
 execute_process(COMMAND ${EPSUITE} ref route --in ${SOURCE_DIR}/examples/route_ec.json --out ${WORK_DIR}/route.json
                 RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)

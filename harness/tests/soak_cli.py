@@ -46,6 +46,8 @@ class Driver:
             print(f"--- stdout ---\n{process.stdout}\n--- stderr ---\n{process.stderr}")
 
     def soak(self):
+        # 200 seeds by default (ctest):
+        # readme-command: mpirun -np 2 --map-by :OVERSUBSCRIBE build/epsuite soak --seeds 1000 --fabric shm
         seeds, every = self.args.seeds, 50
         p = self.run(self.args.np, self.args.epsuite, "soak", "--seeds", str(seeds), "--fabric", "shm",
                      "--progress-every", str(every), "--timeout", "60", timeout=600)

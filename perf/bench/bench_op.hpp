@@ -102,6 +102,9 @@ struct SeriesPlan {
   std::string name;
   std::function<Result<std::unique_ptr<BenchSeries>>()> make;
   bool named = false;  // the user asked for it by name: under --strict its unavailability fails the run
+  // Threads each rank runs beside itself while the series is measured (the proxy transport's proxy threads,
+  // perf/bench/oversubscription.hpp helper_threads_per_rank): they count towards oversubscription.
+  int helper_threads = 0;
 };
 
 // What the driver gives an op.

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "impls/runtime/mpi_runtime.hpp"
+#include "perf/bench/oversubscription.hpp"
 
 namespace eps::bench {
 
@@ -165,6 +166,8 @@ class Driver {
         flags.ok() ? op.plan(context, op_config) : Result<std::vector<SeriesPlan>>(flags);
     outcome_.exit_code = mpi::agree_exit_code(plans.status(), agree_deadline);
     if (outcome_.exit_code == 0)
+      outcome_.exit_code = mpi::agree_exit_code(take_census(*plans), agree_deadline);
+    if (outcome_.exit_code == 0)
       outcome_.exit_code = mpi::agree_exit_code(start_writer(op_config), agree_deadline);
     if (outcome_.exit_code != 0) return outcome_;
     bool passed = true;
@@ -186,10 +189,24 @@ class Driver {
  private:
   void print(const std::string& text) const { mpi::root_print("{}", text); }
 
+  // The CPU census, and the run's line when the ranks (or the ranks and a series' helper threads) outnumber
+  // a node's CPUs.
+  Status take_census(const std::vector<SeriesPlan>& plans) {
+    EPS_ASSIGN_OR_RETURN(census_, take_cpu_census(Deadline(loop_.timeout)));
+    int helpers = 0;
+    for (const SeriesPlan& plan : plans) helpers = std::max(helpers, plan.helper_threads);
+    oversubscribed_ = find_oversubscription(census_, helpers);
+    if (oversubscribed_)
+      print(fmt::format("# oversubscribed: {}\n", oversubscription_line(*oversubscribed_)));
+    return Status();
+  }
+
   Status start_writer(const Json& op_config) {
     const std::string& path = params_.string("json");
     if (!mpi::is_root() || path.empty()) return Status();
-    writer_.emplace(path, make_run_header(request_.argv, request_.platform, op_config));
+    RunHeader header = make_run_header(request_.argv, request_.platform, op_config);
+    if (oversubscribed_) header.oversubscribed = oversubscription_to_json(*oversubscribed_);
+    writer_.emplace(path, std::move(header));
     return writer_->start();
   }
 
@@ -203,13 +220,14 @@ class Driver {
     }
     if (!series.ok()) mpi::fatal(series.status());
     print((*series)->header());
+    const bool oversubscribed = find_oversubscription(census_, plan.helper_threads).has_value();
     bool passed = true;
     for (int index = 0; index < (*series)->num_points(); ++index)
-      passed = run_point(**series, index) && passed;
+      passed = run_point(**series, index, oversubscribed) && passed;
     return passed;
   }
 
-  bool run_point(BenchSeries& series, int index) {
+  bool run_point(BenchSeries& series, int index, bool oversubscribed) {
     Result<std::unique_ptr<BenchPoint>> point = series.make_point(index);
     if (!point.ok()) mpi::fatal(point.status());
     std::vector<Measured> measured;
@@ -225,7 +243,8 @@ class Driver {
       passed = false;
       print(fmt::format("# first mismatch: {}\n", m.check->first_mismatch.value_or("")));
     }
-    for (const CaseResult& c : (*point)->cases(measured)) {
+    for (CaseResult& c : (*point)->cases(measured)) {
+      c.oversubscribed = oversubscribed;
       outcome_.cases.push_back(c);
       const Status written = writer_ ? writer_->add_case(c) : Status();
       if (!written.ok()) mpi::fatal(written);
@@ -238,6 +257,8 @@ class Driver {
   Loop loop_;
   std::optional<ResultsWriter> writer_;
   BenchOutcome outcome_;
+  CpuCensus census_;
+  std::optional<Oversubscription> oversubscribed_;  // the run's line (the worst planned series)
 };
 
 }  // namespace

@@ -9,6 +9,12 @@
 // header and one row per point to stdout; --json FILE gets the results document (docs/results.md
 // 9.1), rewritten atomically after every point.
 //
+// Oversubscription (docs/results.md 9.5, perf/bench/oversubscription.hpp): before the first series the
+// driver takes the CPU census; when the ranks, or the ranks and the helper threads of a planned series,
+// outnumber a node's CPUs, rank 0 prints one line ("# oversubscribed: 4 ranks on 2 CPUs: timings measure the
+// scheduler, not the transport"), the results document's `oversubscribed` holds it and every case measured
+// that way has `oversubscribed` true.
+//
 // Outcomes (docs/errors.md 10.1): bad flags exit 2 before anything runs or is written; a series whose
 // factory returns kUnavailable is reported once and skipped while the others run (exit 3 at the end only
 // under --strict when the user named it); a -c mismatch makes the exit code 1; a failure while measuring

@@ -56,6 +56,7 @@
 #include "perf/bench/bench_op.hpp"
 #include "perf/bench/driver.hpp"
 #include "perf/bench/layer_setup.hpp"
+#include "perf/bench/oversubscription.hpp"
 #include "perf/bench/presets.hpp"
 #include "perf/bench/table.hpp"
 #include "perf/bench/transport_ops.hpp"
@@ -686,7 +687,8 @@ Result<std::vector<SeriesPlan>> plan(const BenchContext& context, Json& config) 
            },
            // A transport or policy the user named; greedy within `all` is skipped, not failed, under
            // --strict.
-           (which != "all" || !plan->all_policies) && !(policy == "greedy" && plan->all_policies)});
+           (which != "all" || !plan->all_policies) && !(policy == "greedy" && plan->all_policies),
+           helper_threads_per_rank(name, plan->fabric.proxy_threads)});
     }
   }
   return series;

@@ -40,6 +40,7 @@
 #include "perf/bench/bench_op.hpp"
 #include "perf/bench/ceiling.hpp"
 #include "perf/bench/layer_setup.hpp"
+#include "perf/bench/oversubscription.hpp"
 #include "perf/bench/presets.hpp"
 #include "perf/bench/table.hpp"
 #include "perf/bench/transport_ops.hpp"
@@ -503,7 +504,7 @@ Result<std::vector<SeriesPlan>> plan(const BenchContext& context, Json& config) 
            return std::unique_ptr<BenchSeries>(
                std::make_unique<LayerSeries>(std::move(t), plan, params_block));
          },
-         which != "all"});
+         which != "all", helper_threads_per_rank(name, plan->fabric.proxy_threads)});
   }
   return series;
 }

@@ -1,7 +1,5 @@
 #include "perf/bench/transport_ops.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,6 +10,7 @@
 #include "impls/problem/device_mirror.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/transport/registry.hpp"
+#include "perf/bench/oversubscription.hpp"
 #include "perf/bench/table.hpp"
 #include "reference/common/version.hpp"
 #include "reference/data/workload.hpp"
@@ -290,16 +289,6 @@ class TransportSeries final : public BenchSeries {
   std::string params_block_;
 };
 
-// The smallest CPU affinity of any rank (sched_getaffinity; a rank that cannot read its own counts as 1).
-Result<int> fewest_cpus_of_a_rank(double timeout) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int mine = sched_getaffinity(0, sizeof(set), &set) == 0 ? std::max(CPU_COUNT(&set), 1) : 1;
-  EPS_ASSIGN_OR_RETURN(const std::vector<int> all,
-                       mpi::allgather_int(mine, MPI_COMM_WORLD, Deadline(timeout)));
-  return *std::min_element(all.begin(), all.end());
-}
-
 Result<std::shared_ptr<TransportPlan>> make_plan(const BenchContext& context) {
   const Params& p = context.params;
   auto plan = std::make_shared<TransportPlan>();
@@ -314,7 +303,8 @@ Result<std::shared_ptr<TransportPlan>> make_plan(const BenchContext& context) {
   EPS_ASSIGN_OR_RETURN(plan->device, device::make_device(p.string("device"), local_rank));
   EPS_ASSIGN_OR_RETURN(plan->ranks_per_gpu,
                        problem::ranks_per_gpu(*plan->device, MPI_COMM_WORLD, plan->timeout));
-  EPS_ASSIGN_OR_RETURN(plan->fewest_cpus, fewest_cpus_of_a_rank(plan->timeout));
+  EPS_ASSIGN_OR_RETURN(const CpuCensus census, take_cpu_census(Deadline(plan->timeout)));
+  plan->fewest_cpus = census.fewest_cpus_of_a_rank();
   EPS_RETURN_IF_ERROR(choose_contract(p, *plan));
   EPS_RETURN_IF_ERROR(check_workload(*plan));
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));
@@ -462,7 +452,7 @@ Result<std::vector<SeriesPlan>> plan_transport_op(const BenchContext& context, J
            return std::unique_ptr<BenchSeries>(
                std::make_unique<TransportSeries>(std::move(t), plan, make, traffic, params_block));
          },
-         which != "all"});
+         which != "all", helper_threads_per_rank(name, plan->fabric.proxy_threads)});
   }
   return series;
 }

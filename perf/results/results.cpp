@@ -83,6 +83,7 @@ Json header_to_json(const RunHeader& h) {
               {"argv", h.argv},
               {"platform", h.platform},
               {"config", h.config},
+              {"oversubscribed", h.oversubscribed},
               {"results", Json::array()}};
 }
 
@@ -116,7 +117,8 @@ Result<Json> case_to_json(const CaseResult& c) {
             {{"algo", bandwidth_gbps(c.algo_bytes, stats.p50)},
              {"physical", bandwidth_gbps(c.physical_bytes, stats.p50)}}},
            {"slowest_rank", c.slowest_rank},
-           {"check", check}};
+           {"check", check},
+           {"oversubscribed", c.oversubscribed}};
   if (c.ceiling) {
     if (!(c.ceiling->us >= 0) || c.ceiling->kind.empty()) {
       return invalid_argument("ceiling", "needs us >= 0 and a kind, got us {} and kind '{}'", c.ceiling->us,
@@ -259,6 +261,7 @@ Result<CaseRecord> parse_case(const Json& value, const std::string& field) {
     EPS_ASSIGN_OR_RETURN(const Json* ceiling, f.member("ceiling"));
     EPS_ASSIGN_OR_RETURN(c.ceiling, parse_ceiling(*ceiling, f.field("ceiling")));
   }
+  EPS_ASSIGN_OR_RETURN(c.oversubscribed, f.boolean("oversubscribed", false));
   return record;
 }
 
@@ -293,6 +296,15 @@ Result<ResultsDocument> parse_results(const Json& document, const std::string& p
   EPS_ASSIGN_OR_RETURN(const Json* config, f.member("config"));
   EPS_RETURN_IF_ERROR(JsonFields(*config, "config").expect_object());
   h.config = *config;
+  if (f.has("oversubscribed")) {
+    EPS_ASSIGN_OR_RETURN(const Json* oversubscribed, f.member("oversubscribed"));
+    if (!oversubscribed->is_null()) {
+      JsonFields o(*oversubscribed, "oversubscribed");
+      EPS_RETURN_IF_ERROR(o.expect_object());
+      EPS_RETURN_IF_ERROR(o.string("note").status());
+    }
+    h.oversubscribed = *oversubscribed;
+  }
   EPS_ASSIGN_OR_RETURN(const Json* results, f.member("results"));
   if (!results->is_array())
     return invalid_argument("results", "expected an array, got {}", results->type_name());

@@ -12,7 +12,11 @@
 //   time, slowest_rank, check: null when results were not checked, else {passed, mismatches, first_mismatch
 //   (null or text)}, and ceiling (docs/results.md 9.4; absent when not measured and in files of older
 //   builds): {us, gbps, ratio, kind} = the p50 of the machine's copy of the same bytes, algo bytes / us,
-//   us / the case's p50, and how it was measured ("shm-copy").
+//   us / the case's p50, and how it was measured ("shm-copy"), and oversubscribed (docs/results.md 9.5; false
+//   when absent, in files of older builds): whether the case ran with more threads than CPUs on a node.
+// The document's `oversubscribed` (docs/results.md 9.5) is null, or the object of the worst oversubscribed
+// node of the run (perf/bench/oversubscription.hpp: host, ranks, proxy_threads, cpus, note); absent (read as
+// null) in files of older builds.
 //
 // Statistics (`summarize`): percentiles are nearest-rank: pX is the ceil(X/100 * n)-th smallest sample
 // (1-based; p0 would be the minimum); mean is the arithmetic mean; stdev is the sample standard deviation
@@ -100,6 +104,7 @@ struct CaseResult {
   int slowest_rank = 0;
   std::optional<CheckOutcome> check;  // nullopt: not checked
   std::optional<Ceiling> ceiling;     // nullopt: not measured
+  bool oversubscribed = false;  // ranks (and their threads) outnumbered a node's CPUs (docs/results.md 9.5)
 };
 
 // A case as read back, with the statistics stored in the file.
@@ -115,6 +120,7 @@ struct RunHeader {
   std::vector<std::string> argv;
   Json platform = Json::object();
   Json config = Json::object();
+  Json oversubscribed = nullptr;  // docs/results.md 9.5: null, or {host, ranks, proxy_threads, cpus, note}
 };
 
 // "YYYY-MM-DDTHH:MM:SSZ" in UTC.

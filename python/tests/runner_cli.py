@@ -55,8 +55,9 @@ def expect(condition, what, process=None):
 
 def test_gloo(run):
     out = run.path("results.json")
-    p = run.check(run.args.np, "--backend", ADAPTER, "--bench", "-c", "-n", "3", "-w", "1", "--tokens", "16,48",
-                  "--out", out)
+    # readme-command: PYTHONPATH=build/python mpirun -np 4 --map-by :OVERSUBSCRIBE /usr/bin/python3 -m epsuite.check --backend epsuite.adapters.torch_alltoall:AllToAllAdapter --bench -c --out results/torch.json
+    # (at 2 and 4 ranks, with -n 3 -w 1: fewer iterations; PYTHONPATH reaches the ranks through -x)
+    p = run.check(run.args.np, "--backend", ADAPTER, "--bench", "-c", "-n", "3", "-w", "1", "--out", out)
     expect(p.returncode == 0, f"the example adapter passes (exit 0), got {p.returncode}", p)
     summary = re.search(r"# conformance: (\d+) passed, (\d+) failed", p.stdout)
     expect(summary is not None and summary.group(1) == "42" and summary.group(2) == "0",
@@ -66,7 +67,8 @@ def test_gloo(run):
     expect(v.returncode == 0, "the results document is valid against the schema", v)
     with open(out) as f:
         cases = json.load(f)["results"]
-    expect(len(cases) == 8, f"2 contracts x 2 ops x 2 token counts = 8 bench cases, got {len(cases)}")
+    expect(len(cases) == 12, f"2 contracts x 2 ops x the smoke preset's 3 token counts = 12 bench cases, got "
+                             f"{len(cases)}")
     expect(all(c["transport"] == "python:torch-alltoall" and c["check"]["passed"] for c in cases),
            "every bench case is the adapter's and checked")
     c = run.command([run.args.epsuite, "compare", out, out])

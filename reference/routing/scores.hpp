@@ -1,6 +1,6 @@
-// Router score functions in fp32 with the operation order fixed by docs/numerics.md 1.4 / 3.1 (the reference
-// library is built with -ffp-contract=off, so every operation rounds once). exp is the suite's portable_exp
-// (docs/numerics.md 1.5), never libm.
+// Router score functions in fp32 with the operation order fixed by docs/numerics.md 1.4 / docs/routing.md 3.1
+// (the reference library is built with -ffp-contract=off, so every operation rounds once). exp is the suite's
+// portable_exp (docs/numerics.md 1.5), never libm.
 //
 // sigmoid(x) = 1 / (1 + exp(-x)); sigmoid(-inf) = 0. Inputs must not be NaN or +inf.
 // softmax_row: m = max_e x_e; d_e = exp(x_e - m); s = Σ_e d_e in ascending e starting from 0.0f;

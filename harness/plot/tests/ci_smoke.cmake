@@ -5,7 +5,10 @@
 # bench-eplb.json validate against results-v1.schema.json, that the EPLB step checked every window with 0
 # wrong values, that the plot index lists the 12 transport figures of one platform (6 bandwidth, 3 LL latency,
 # 3 per-platform bars), some layer figures and the 3 EPLB figures, each as PNG and SVG on disk, and that
-# report.md holds the conformance verdict, bench rows, the MoE layer and EPLB sections and a link per figure.
+# report.md holds the conformance verdict, bench rows, the MoE layer and EPLB sections and a link per figure;
+# with fewer than 4 CPUs the run says that it was oversubscribed (docs/results.md 9.5).
+# ci/smoke runs the README's main job into WORK_DIR (not results/local, so no --force) with 3 + 1 iterations:
+# readme-command: mpirun -np 4 --map-by :OVERSUBSCRIBE build/epsuite run --preset smoke --out results/local --force
 file(REMOVE_RECURSE ${WORK_DIR})
 set(ENV{BUILD_DIR} ${BUILD_DIR})
 set(ENV{EPS_SMOKE_ITERS} 3)
@@ -23,6 +26,20 @@ foreach(step IN ITEMS "[1/6] platform" "[2/6] conformance" "[3/6] bench" "[4/6] 
     message(FATAL_ERROR "no progress line '${step}'")
   endif()
 endforeach()
+# docs/results.md 9.5: on a machine with fewer than 4 CPUs the 4 ranks are oversubscribed, and the main job,
+# info.json and report.md say so (the line the README shows).
+cmake_host_system_information(RESULT n_cpus QUERY NUMBER_OF_LOGICAL_CORES)
+if(n_cpus LESS 4)
+  set(line "4 ranks on ${n_cpus} CPUs: timings measure the scheduler, not the transport")
+  string(FIND "${out}" "\n  oversubscribed: ${line}\n" at)
+  file(READ ${WORK_DIR}/info.json info)
+  string(JSON note ERROR_VARIABLE no_note GET "${info}" oversubscribed note)
+  file(READ ${WORK_DIR}/report.md report)
+  string(FIND "${report}" "**Oversubscribed:** ${line}." in_report)
+  if(at EQUAL -1 OR NOT note STREQUAL line OR in_report EQUAL -1)
+    message(FATAL_ERROR "${n_cpus} CPUs: the main job, info.json (note '${note}') and report.md must say '${line}'")
+  endif()
+endif()
 # A quiet main job: the numbered steps, one line each, and the verdict; the details are in logs/.
 string(REGEX MATCHALL "\n" newlines "${out}")
 list(LENGTH newlines n_lines)

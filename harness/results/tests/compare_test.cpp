@@ -185,7 +185,12 @@ TEST(CompareResults, DifferentFabricsAreUnmatchedNotCompared) {
   ASSERT_EQ(c->only_in_new.size(), 1u);
   EXPECT_NE(c->only_in_base[0].find("fabric=shm"), std::string::npos) << c->only_in_base[0];
   EXPECT_NE(c->only_in_new[0].find("fabric=libfabric:shm"), std::string::npos) << c->only_in_new[0];
-  EXPECT_EQ(c->exit_code(), 0);
+  // docs/results.md 9.2: nothing was compared, so the gate fails and names the field that differs.
+  EXPECT_EQ(c->exit_code(), 1);
+  ASSERT_EQ(c->identity_differences.size(), 1u);
+  EXPECT_EQ(c->identity_differences[0].field, "fabric");
+  EXPECT_EQ(c->identity_differences[0].base_values, std::vector<std::string>{"shm"});
+  EXPECT_EQ(c->identity_differences[0].new_values, std::vector<std::string>{"libfabric:shm"});
 }
 
 TEST(CaseKey, IdentityEntriesArePartOfTheKey) {
@@ -270,13 +275,98 @@ TEST(CompareResults, FailedCheckInNewFails) {
 TEST(CompareResults, UnmatchedCasesAreListedNotFailed) {
   Result<Comparison> c =
       compare_results(document({make_case("dispatch", kTimes), make_case("combine", kTimes)}),
-                      document({make_case("dispatch", kTimes, 256)}), {});
+                      document({make_case("dispatch", kTimes), make_case("dispatch", kTimes, 256)}), {});
   ASSERT_TRUE(c.ok());
-  EXPECT_TRUE(c->cases.empty());
-  EXPECT_EQ(c->only_in_base.size(), 2u);
+  EXPECT_EQ(c->cases.size(), 1u);
+  EXPECT_EQ(c->only_in_base,
+            std::vector<std::string>{"combine/mpi/ht-rank-major/bf16 hidden=256 tokens=128"});
   EXPECT_EQ(c->only_in_new,
             std::vector<std::string>{"dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=256"});
   EXPECT_EQ(c->exit_code(), 0);
+  EXPECT_EQ(comparison_report(*c, {}).find("no case matched"), std::string::npos);
+}
+
+// docs/results.md 9.2: a gate that matched no case fails (exit 1) and names every identity field whose values
+// differ between the files, with the values; --allow-unmatched (CompareOptions::allow_unmatched) passes it.
+TEST(CompareResults, NoMatchedCaseFailsNamingTheFieldsThatDiffer) {
+  CaseResult base = make_case("dispatch", kTimes);
+  base.identity = {{"fabric", "shm"}, {"preset", "smoke"}};
+  CaseResult next = make_case("dispatch", kTimes, 256);
+  next.identity = {{"fabric", "libfabric:tcp"}, {"preset", "smoke"}, {"quantize", "amax"}};
+  const ResultsDocument base_doc = document({base}), new_doc = document({next});
+  Result<Comparison> c = compare_results(base_doc, new_doc, {});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->cases.empty());
+  EXPECT_EQ(c->only_in_base.size(), 1u);
+  EXPECT_EQ(c->only_in_new.size(), 1u);
+  EXPECT_EQ(c->exit_code(), 1);
+  std::vector<std::string> fields;
+  for (const IdentityDifference& d : c->identity_differences) fields.push_back(d.field);
+  EXPECT_EQ(fields, (std::vector<std::string>{"fabric", "quantize", "tokens"}));
+  EXPECT_EQ(c->identity_differences[1].base_values, std::vector<std::string>{"(none)"});
+  EXPECT_EQ(c->identity_differences[2].new_values, std::vector<std::string>{"256"});
+  const std::string report = comparison_report(*c, {});
+  EXPECT_NE(report.find("unchanged: 0 of 0 matched cases"), std::string::npos) << report;
+  EXPECT_NE(report.find("  fabric: BASE shm; NEW libfabric:tcp\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("  quantize: BASE (none); NEW amax\n"), std::string::npos) << report;
+  EXPECT_NE(
+      report.find("verdict: FAIL (0 regression(s), 0 failed check(s), no case matched: the files differ "
+                  "in fabric, quantize, tokens (--allow-unmatched passes this))"),
+      std::string::npos)
+      << report;
+
+  CompareOptions allow;
+  allow.allow_unmatched = true;
+  Result<Comparison> allowed = compare_results(base_doc, new_doc, allow);
+  ASSERT_TRUE(allowed.ok());
+  EXPECT_EQ(allowed->exit_code(), 0);
+  EXPECT_NE(comparison_report(*allowed, allow).find("verdict: PASS"), std::string::npos);
+  EXPECT_NE(comparison_report(*allowed, allow).find("(allowed by --allow-unmatched)"), std::string::npos);
+  // A failed check in NEW still fails under --allow-unmatched.
+  next.check = CheckOutcome{false, 1, "row 0"};
+  Result<Comparison> failed = compare_results(base_doc, document({next}), allow);
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->exit_code(), 1);
+}
+
+// Every field takes the same values in both files, only in other combinations: still no match, and the report
+// says so instead of naming a field.
+TEST(CompareResults, NoMatchedCaseWithTheSameValuesInOtherCombinations) {
+  CaseResult a = make_case("dispatch", kTimes, 64);
+  CaseResult b = make_case("combine", kTimes, 128);
+  CaseResult c_case = make_case("dispatch", kTimes, 128);
+  CaseResult d = make_case("combine", kTimes, 64);
+  Result<Comparison> c = compare_results(document({a, b}), document({c_case, d}), {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->cases.empty());
+  EXPECT_TRUE(c->identity_differences.empty());
+  EXPECT_EQ(c->exit_code(), 1);
+  EXPECT_NE(comparison_report(*c, {}).find("in other combinations"), std::string::npos);
+}
+
+// docs/results.md 9.5: the report warns how many matched cases ran oversubscribed on each side, with the note
+// of that side's document; the verdict does not change.
+TEST(CompareResults, WarnsWhenASideRanOversubscribed) {
+  ResultsDocument base = document({make_case("dispatch", kTimes), make_case("combine", kTimes)});
+  ResultsDocument next = base;
+  next.header.oversubscribed =
+      Json{{"note", "4 ranks on 2 CPUs: timings measure the scheduler, not the transport"}};
+  next.cases[0].result.oversubscribed = true;
+  next.cases[1].result.oversubscribed = true;
+  Result<Comparison> c = compare_results(base, next, {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->oversubscribed_in_base, 0u);
+  EXPECT_EQ(c->oversubscribed_in_new, 2u);
+  EXPECT_EQ(c->exit_code(), 0);
+  const std::string report = comparison_report(*c, {});
+  EXPECT_NE(report.find("# warning: NEW: 2 of 2 matched cases ran oversubscribed (4 ranks on 2 CPUs: timings "
+                        "measure the scheduler, not the transport)"),
+            std::string::npos)
+      << report;
+  EXPECT_EQ(report.find("# warning: BASE"), std::string::npos) << report;
+  Result<Comparison> neither = compare_results(base, base, {});
+  ASSERT_TRUE(neither.ok());
+  EXPECT_EQ(comparison_report(*neither, {}).find("oversubscribed"), std::string::npos);
 }
 
 TEST(CompareResults, RefusesEmptyDuplicateAndBadOptions) {

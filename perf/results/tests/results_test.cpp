@@ -239,6 +239,51 @@ TEST_F(ResultsFile, FilesOfOlderBuildsReadWithoutCeilingOrP10) {
   EXPECT_EQ(validate(path("old.json")), 0) << "needs python3-jsonschema (ci/setup)";
 }
 
+// docs/results.md 9.5: the document's `oversubscribed` object and each case's flag are written, read back and
+// schema-valid; files of older builds (neither key) read as not oversubscribed; a malformed one is refused.
+TEST_F(ResultsFile, OversubscriptionIsWrittenAndReadBack) {
+  RunHeader h = header();
+  h.oversubscribed = Json{{"host", "node-a"},
+                          {"ranks", 4},
+                          {"proxy_threads", 0},
+                          {"cpus", 2},
+                          {"note", "4 ranks on 2 CPUs: timings measure the scheduler, not the transport"}};
+  ResultsWriter writer(path("out.json"), h);
+  CaseResult c = checked_case();
+  c.oversubscribed = true;
+  ASSERT_TRUE(writer.add_case(c).ok());
+  ASSERT_TRUE(writer.add_case(unchecked_case()).ok());
+  EXPECT_EQ(writer.document()["oversubscribed"], h.oversubscribed);
+  EXPECT_EQ(writer.document()["results"][0]["oversubscribed"], true);
+  EXPECT_EQ(writer.document()["results"][1]["oversubscribed"], false);
+  EXPECT_EQ(validate(path("out.json")), 0) << "needs python3-jsonschema (ci/setup)";
+  Result<ResultsDocument> doc = read_results_file(path("out.json"));
+  ASSERT_TRUE(doc.ok()) << doc.status().message();
+  EXPECT_EQ(doc->header.oversubscribed, h.oversubscribed);
+  EXPECT_TRUE(doc->cases[0].result.oversubscribed);
+  EXPECT_FALSE(doc->cases[1].result.oversubscribed);
+
+  Json older = writer.document();
+  older.erase("oversubscribed");
+  older["results"][0].erase("oversubscribed");
+  Result<ResultsDocument> old_doc = parse_results(older, "old.json");
+  ASSERT_TRUE(old_doc.ok()) << old_doc.status().message();
+  EXPECT_TRUE(old_doc->header.oversubscribed.is_null());
+  EXPECT_FALSE(old_doc->cases[0].result.oversubscribed);
+
+  Json bad = writer.document();
+  bad["results"][0]["oversubscribed"] = "yes";
+  EXPECT_EQ(parse_results(bad, "x.json").status().message(),
+            "results[0].oversubscribed: expected true or false, got \"yes\"");
+  write("bad.json", bad.dump());
+  EXPECT_EQ(validate(path("bad.json")), 1);
+  Json no_note = writer.document();
+  no_note["oversubscribed"].erase("note");
+  EXPECT_FALSE(parse_results(no_note, "x.json").ok());
+  write("no_note.json", no_note.dump());
+  EXPECT_EQ(validate(path("no_note.json")), 1);
+}
+
 TEST_F(ResultsFile, ReaderIgnoresUnknownKeys) {
   ResultsWriter writer(path("out.json"), header());
   ASSERT_TRUE(writer.add_case(checked_case()).ok());
