@@ -359,8 +359,9 @@ Status TransportWork::gather_wire(double timeout_seconds) {
 }
 
 Mismatches TransportWork::dispatch_mismatches() const {
-  const dispatch::CompareReport report = problem::check_dispatch(
-      problem(), mpi::rank(), buffers_, handle_->num_recv_rows(), transport_.capabilities().ll_ordered);
+  const dispatch::CompareReport report =
+      problem::check_dispatch(problem(), mpi::rank(), buffers_, handle_->num_recv_rows(),
+                              transport_.capabilities().fixed_order(plan_.layout));
   return {report.mismatches(), report.ok() ? "" : report.to_string()};
 }
 
