@@ -38,8 +38,8 @@
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/json_io.hpp"
 #include "impls/runtime/params.hpp"
-#include "perf/results/results.hpp"
 #include "reference/common/status.hpp"
+#include "results/document.hpp"
 
 namespace eps::bench {
 

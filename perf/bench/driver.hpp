@@ -28,7 +28,7 @@
 #include "impls/runtime/json_io.hpp"
 #include "impls/runtime/params.hpp"
 #include "perf/bench/bench_op.hpp"
-#include "perf/results/results.hpp"
+#include "results/document.hpp"
 
 namespace eps::bench {
 

@@ -8,7 +8,7 @@
 #include "impls/problem/device_mirror.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/transport/registry.hpp"
-#include "perf/results/results.hpp"
+#include "results/document.hpp"
 
 namespace eps::bench {
 

@@ -14,9 +14,9 @@
 #include "impls/runtime/params.hpp"
 #include "impls/transport/transport.hpp"
 #include "perf/bench/presets.hpp"
-#include "perf/results/results.hpp"
 #include "reference/common/status.hpp"
 #include "reference/routing/router.hpp"
+#include "results/document.hpp"
 
 namespace eps::bench {
 

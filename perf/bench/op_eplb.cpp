@@ -63,6 +63,7 @@
 #include "reference/common/version.hpp"
 #include "reference/data/values.hpp"
 #include "reference/eplb/policy.hpp"
+#include "results/op_fields.hpp"
 
 namespace eps::bench {
 namespace {
@@ -453,44 +454,47 @@ class WindowPoint final : public BenchPoint {
     c.slowest_rank = m.slowest_rank;
     c.check = m.check;
     Json& x = c.extra;
-    x["policy"] = policy_;
-    x["window"] = window_;
-    x["first_step"] = steps.front().step;
-    x["last_step"] = steps.back().step;
-    x["plan"] = f.window.plan;
-    x["balancedness"] = Json{{"predicted", f.predicted.aggregate}, {"realized", f.window.realized.aggregate}};
-    x["balancedness_per_layer"] =
-        Json{{"predicted", f.predicted.per_layer}, {"realized", f.window.realized.per_layer}};
-    x["balancedness_rows"] = rows_balancedness(f.window.rank_rows);
+    x[op_field::kPolicy] = policy_;
+    x[op_field::kWindow] = window_;
+    x[op_field::kFirstStep] = steps.front().step;
+    x[op_field::kLastStep] = steps.back().step;
+    x[op_field::kPlan] = f.window.plan;
+    x[op_field::kBalancedness] = Json{{op_field::kPredicted, f.predicted.aggregate},
+                                      {op_field::kRealized, f.window.realized.aggregate}};
+    x[op_field::kBalancednessPerLayer] = Json{{op_field::kPredicted, f.predicted.per_layer},
+                                              {op_field::kRealized, f.window.realized.per_layer}};
+    x[op_field::kBalancednessRows] = rows_balancedness(f.window.rank_rows);
     std::vector<double> boundary;
     for (const StepSummary& s : steps) boundary.push_back(s.boundary_us);
-    x["boundary_us"] = boundary;
-    x["switches"] = measurement_.switches().size();
-    x["moved_experts"] =
+    x[op_field::kBoundaryUs] = boundary;
+    x[op_field::kSwitches] = measurement_.switches().size();
+    x[op_field::kMovedExperts] =
         move_json(static_cast<double>(f.moved.same_rank), static_cast<double>(f.moved.same_node),
                   static_cast<double>(f.moved.cross_node));
-    x["moved_bytes"] = move_json(f.moved_bytes.same_rank, f.moved_bytes.same_node, f.moved_bytes.cross_node);
-    x["planner_us"] = f.planner_us;
-    x["stall_us"] = f.stall_us;
+    x[op_field::kMovedBytes] =
+        move_json(f.moved_bytes.same_rank, f.moved_bytes.same_node, f.moved_bytes.cross_node);
+    x[op_field::kPlannerUs] = f.planner_us;
+    x[op_field::kStallUs] = f.stall_us;
     Json rebalances = Json::array();
     for (const Switch& s : measurement_.switches()) {
       const layer::RebalanceRecord& r = s.record;
-      rebalances.push_back(Json{{"request", r.request},
-                                {"requested_after_step", r.requested_after_step},
-                                {"adopted_after_step", r.adopted_after_step},
-                                {"staged_after_step", r.staged_after_step},
-                                {"switch_step", r.switch_step},
-                                {"planner_us", r.planner_us},
-                                {"stall_us", s.stall_us},
-                                {"predicted", r.predicted.aggregate},
-                                {"moved_experts", move_json(static_cast<double>(r.moved.same_rank),
-                                                            static_cast<double>(r.moved.same_node),
-                                                            static_cast<double>(r.moved.cross_node))},
-                                {"moved_bytes", move_json(r.moved_bytes.same_rank, r.moved_bytes.same_node,
-                                                          r.moved_bytes.cross_node)}});
+      rebalances.push_back(
+          Json{{"request", r.request},
+               {"requested_after_step", r.requested_after_step},
+               {"adopted_after_step", r.adopted_after_step},
+               {"staged_after_step", r.staged_after_step},
+               {"switch_step", r.switch_step},
+               {"planner_us", r.planner_us},
+               {"stall_us", s.stall_us},
+               {op_field::kPredicted, r.predicted.aggregate},
+               {op_field::kMovedExperts,
+                move_json(static_cast<double>(r.moved.same_rank), static_cast<double>(r.moved.same_node),
+                          static_cast<double>(r.moved.cross_node))},
+               {op_field::kMovedBytes,
+                move_json(r.moved_bytes.same_rank, r.moved_bytes.same_node, r.moved_bytes.cross_node)}});
     }
-    x["rebalances"] = rebalances;
-    x["expert_load"] = f.window.loads;
+    x[op_field::kRebalances] = rebalances;
+    x[op_field::kExpertLoad] = f.window.loads;
     return {c};
   }
 

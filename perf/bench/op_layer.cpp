@@ -45,6 +45,7 @@
 #include "perf/bench/table.hpp"
 #include "perf/bench/transport_ops.hpp"
 #include "reference/common/version.hpp"
+#include "results/op_fields.hpp"
 
 namespace eps::bench {
 namespace {
@@ -343,23 +344,23 @@ class LayerPoint final : public BenchPoint {
     const std::array<double, kPhases> p = phase_medians(m);
     Json phases = Json::object();
     for (int i = 0; i < kPhases; ++i) phases[kPhaseNames[i]] = p[i];
-    c.extra["phases_us"] = phases;
-    c.extra["tokens_per_s"] = tokens_per_s(median(m.times_us));
+    c.extra[op_field::kPhasesUs] = phases;
+    c.extra[op_field::kTokensPerS] = tokens_per_s(median(m.times_us));
     // The expert phase's rate per rank: the (row, expert) pairs of an average rank, 2·3·H·F flops each, over
     // the phase's median time (max over ranks), so a slow rank lowers it.
     const double pairs = std::accumulate(t.expert_rows.begin(), t.expert_rows.end(), 0.0) /
                          static_cast<double>(std::max<std::size_t>(t.expert_rows.size(), 1));
     const double flops = pairs * 6.0 * spec_.hidden * spec_.ffn;
-    c.extra["expert_gflops_per_rank"] = p[2] > 0 ? flops / (p[2] * 1e3) : 0.0;
-    c.extra["mask_ratio"] = ratio_;
-    c.extra["expert_load"] = t.expert_load;
-    c.extra["dropped_pairs"] = t.dropped_pairs;
-    c.extra["dropped_tokens"] = t.dropped_tokens;
-    c.extra["balancedness"] = t.balancedness;
-    c.extra["balancedness_aggregate"] = t.balancedness_aggregate;
-    c.extra["expert_rows"] = t.expert_rows;
-    c.extra["compute_cost"] = t.compute_cost;
-    c.extra["static_cost"] = t.static_cost;
+    c.extra[op_field::kExpertGflopsPerRank] = p[2] > 0 ? flops / (p[2] * 1e3) : 0.0;
+    c.extra[op_field::kMaskRatio] = ratio_;
+    c.extra[op_field::kExpertLoad] = t.expert_load;
+    c.extra[op_field::kDroppedPairs] = t.dropped_pairs;
+    c.extra[op_field::kDroppedTokens] = t.dropped_tokens;
+    c.extra[op_field::kBalancedness] = t.balancedness;
+    c.extra[op_field::kBalancednessAggregate] = t.balancedness_aggregate;
+    c.extra[op_field::kExpertRows] = t.expert_rows;
+    c.extra[op_field::kComputeCost] = t.compute_cost;
+    c.extra[op_field::kStaticCost] = t.static_cost;
     return {c};
   }
 

@@ -7,8 +7,8 @@
 # 3 per-platform bars), some layer figures and the 3 EPLB figures, each as PNG and SVG on disk, and that
 # report.md holds the conformance verdict, bench rows, the MoE layer and EPLB sections and a link per figure;
 # with fewer than 4 CPUs the run says that it was oversubscribed (docs/results.md 9.5).
-# ci/smoke runs the README's main job into WORK_DIR (not results/local, so no --force) with 3 + 1 iterations:
-# readme-command: mpirun -np 4 --map-by :OVERSUBSCRIBE build/epsuite run --preset smoke --out results/local --force
+# ci/smoke runs the README's main job into WORK_DIR (not epsuite-out, so no --force) with 3 + 1 iterations:
+# readme-command: mpirun -np 4 --map-by :OVERSUBSCRIBE build/epsuite run --preset smoke --out epsuite-out --force
 file(REMOVE_RECURSE ${WORK_DIR})
 set(ENV{BUILD_DIR} ${BUILD_DIR})
 set(ENV{EPS_SMOKE_ITERS} 3)

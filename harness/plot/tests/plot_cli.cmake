@@ -20,7 +20,7 @@ set(out ${WORK_DIR}/plots)
 set(bad ${WORK_DIR}/bad.json)
 file(READ ${HERE}/results_a.json good)
 # Two files of two platforms, as the README plots a run's files with another machine's:
-# readme-command: build/epsuite plot results/local/bench-*.json other-machine.json --out results/plots
+# readme-command: build/epsuite plot epsuite-out/bench-*.json other-machine.json --out compared-plots
 if(CASE STREQUAL "two-files")
   execute_process(COMMAND ${PYTHON} ${VALIDATOR} ${SCHEMA} ${HERE}/results_a.json ${HERE}/results_b.json
                   RESULT_VARIABLE valid_rc)
