@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "impls/device/device_registry.hpp"
-#include "impls/problem/device_mirror.hpp"
 #include "impls/layer/planner/planner.hpp"
+#include "impls/problem/device_mirror.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "perf/bench/ceiling.hpp"
 #include "perf/bench/fabric_engine.hpp"
@@ -541,7 +541,8 @@ Result<std::shared_ptr<FabricPlan>> make_fabric_plan(const BenchContext& context
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->selection));
   for (std::int64_t s : plan->sizes) {
     const auto bytes = static_cast<std::size_t>(s);
-    plan->region_bytes = std::max(plan->region_bytes, bench_fabric::window_slots(bytes, plan->window) * bytes);
+    plan->region_bytes =
+        std::max(plan->region_bytes, bench_fabric::window_slots(bytes, plan->window) * bytes);
   }
   config["region_bytes"] = plan->region_bytes;
   config["timer"] = "MPI_Wtime";
