@@ -271,8 +271,8 @@ std::vector<bf16> expert_outputs(const ProblemShape& s, int rank, const Dispatch
   return y;
 }
 
-dispatch::CompareReport check_layout(const Problem& p, int rank, const dispatch::DispatchLayout& actual) {
-  dispatch::CompareReport report;
+dispatch::MismatchReport check_layout(const Problem& p, int rank, const dispatch::DispatchLayout& actual) {
+  dispatch::MismatchReport report;
   const Result<dispatch::DispatchLayout> expected = dispatch::expected_layout(p.plan(), rank);
   if (!expected.ok()) {
     report.add({.field = "layout", .rank = rank, .note = expected.status().message()});
@@ -297,9 +297,9 @@ std::span<const T> first(const std::vector<T>& v, std::int64_t n) {
       std::min(v.size(), static_cast<std::size_t>(std::max<std::int64_t>(n, 0))));
 }
 
-dispatch::CompareReport check_rank_major(const Problem& p, int rank, const DispatchBuffers& b,
-                                         std::int64_t rows) {
-  dispatch::CompareReport report;
+dispatch::MismatchReport check_rank_major(const Problem& p, int rank, const DispatchBuffers& b,
+                                          std::int64_t rows) {
+  dispatch::MismatchReport report;
   const Result<dispatch::RankMajorExpected> expected =
       dispatch::expected_rank_major(p.plan(), rank, p.source());
   if (!expected.ok()) {
@@ -314,9 +314,9 @@ dispatch::CompareReport check_rank_major(const Problem& p, int rank, const Dispa
   return dispatch::compare_rank_major(p.plan(), *expected, view);
 }
 
-dispatch::CompareReport check_expert_major(const Problem& p, int rank, const DispatchBuffers& b,
-                                           std::int64_t rows) {
-  dispatch::CompareReport report;
+dispatch::MismatchReport check_expert_major(const Problem& p, int rank, const DispatchBuffers& b,
+                                            std::int64_t rows) {
+  dispatch::MismatchReport report;
   const Result<dispatch::ExpertMajorExpected> expected =
       dispatch::expected_expert_major(p.plan(), rank, p.source());
   if (!expected.ok()) {
@@ -338,8 +338,8 @@ dispatch::CompareReport check_expert_major(const Problem& p, int rank, const Dis
 
 }  // namespace
 
-dispatch::CompareReport check_dispatch(const Problem& p, int rank, const DispatchBuffers& b,
-                                       std::int64_t num_rows, bool ll_ordered) {
+dispatch::MismatchReport check_dispatch(const Problem& p, int rank, const DispatchBuffers& b,
+                                        std::int64_t num_rows, bool ll_ordered) {
   switch (b.layout) {
     case Layout::kHtRankMajor:
       return check_rank_major(p, rank, b, num_rows);
@@ -349,18 +349,18 @@ dispatch::CompareReport check_dispatch(const Problem& p, int rank, const Dispatc
       break;
   }
   const dispatch::LlView view{b.recv_x, b.recv_x_scales, b.packed_recv_count, b.src_info, b.layout_range};
-  Result<dispatch::CompareReport> report =
+  Result<dispatch::MismatchReport> report =
       dispatch::check_ll_dispatch(p.plan(), rank, p.source(), view,
                                   ll_ordered ? dispatch::LlOrder::kOrdered : dispatch::LlOrder::kUnordered);
   if (report.ok()) return *report;
-  dispatch::CompareReport failed;
+  dispatch::MismatchReport failed;
   failed.add({.field = "check_ll_dispatch", .rank = rank, .note = report.status().message()});
   return failed;
 }
 
-Result<dispatch::CompareReport> check_combine(const Problem& p, int rank, transport::CombineTree tree,
-                                              bool with_bias, std::span<const bf16> out,
-                                              std::span<const float> combined_weights) {
+Result<dispatch::MismatchReport> check_combine(const Problem& p, int rank, transport::CombineTree tree,
+                                               bool with_bias, std::span<const bf16> out,
+                                               std::span<const float> combined_weights) {
   const ProblemShape& s = p.shape();
   const std::size_t row_bytes = p.plan().row_bytes();
   const auto num_scales = static_cast<std::size_t>(p.plan().num_scales());
@@ -387,7 +387,7 @@ Result<dispatch::CompareReport> check_combine(const Problem& p, int rank, transp
           ? dispatch::expected_ht_rank_combine(plan, rank, partial, bias)
           : dispatch::expected_ht_two_level_combine(plan, rank, s.ranks_per_node, partial, bias);
   if (!expected.ok()) return expected.status();
-  dispatch::CompareReport report = dispatch::compare_combine(p.plan(), rank, *expected, out);
+  dispatch::MismatchReport report = dispatch::compare_combine(p.plan(), rank, *expected, out);
   if (!combined_weights.empty())
     report.merge(dispatch::compare_combined_weights(p.plan(), rank, combined_weights));
   return report;

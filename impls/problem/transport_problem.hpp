@@ -150,13 +150,13 @@ std::vector<bf16> expert_outputs(const ProblemShape& shape, int rank, const Disp
 
 // Bit-exact checks against reference/dispatch (every mismatch names rank, source rank and token, column,
 // expected and actual bits).
-dispatch::CompareReport check_layout(const Problem& problem, int rank,
-                                     const dispatch::DispatchLayout& actual);
-dispatch::CompareReport check_dispatch(const Problem& problem, int rank, const DispatchBuffers& actual,
-                                       std::int64_t num_rows, bool ll_ordered);
+dispatch::MismatchReport check_layout(const Problem& problem, int rank,
+                                      const dispatch::DispatchLayout& actual);
+dispatch::MismatchReport check_dispatch(const Problem& problem, int rank, const DispatchBuffers& actual,
+                                        std::int64_t num_rows, bool ll_ordered);
 // `with_bias`: the ht trees were given the problem's bias rows. Combined weights are checked when given.
-Result<dispatch::CompareReport> check_combine(const Problem& problem, int rank, transport::CombineTree tree,
-                                              bool with_bias, std::span<const bf16> out,
-                                              std::span<const float> combined_weights);
+Result<dispatch::MismatchReport> check_combine(const Problem& problem, int rank, transport::CombineTree tree,
+                                               bool with_bias, std::span<const bf16> out,
+                                               std::span<const float> combined_weights);
 
 }  // namespace eps::problem

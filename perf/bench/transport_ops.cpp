@@ -237,13 +237,13 @@ Status TransportWork::gather_wire(double timeout_seconds) {
 }
 
 Mismatches TransportWork::dispatch_mismatches() const {
-  const dispatch::CompareReport report = problem::check_dispatch(
+  const dispatch::MismatchReport report = problem::check_dispatch(
       problem(), mpi::rank(), buffers_, handle_->num_recv_rows(), transport_.capabilities().ll_ordered);
   return {report.mismatches(), report.ok() ? "" : report.to_string()};
 }
 
 Result<Mismatches> TransportWork::combine_mismatches() const {
-  EPS_ASSIGN_OR_RETURN(dispatch::CompareReport report,
+  EPS_ASSIGN_OR_RETURN(dispatch::MismatchReport report,
                        problem::check_combine(problem(), mpi::rank(), plan_.tree, false, out_, {}));
   return Mismatches{report.mismatches(), report.ok() ? "" : report.to_string()};
 }
