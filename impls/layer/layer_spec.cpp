@@ -22,9 +22,8 @@ std::int64_t LayerSpec::max_rank_tokens() const {
   return rank_tokens.empty() ? 0 : *std::max_element(rank_tokens.begin(), rank_tokens.end());
 }
 
-transport::CombineTree layer_tree(transport::Layout layout) {
-  return layout == transport::Layout::kHtRankMajor ? transport::CombineTree::kHtRank
-                                                   : transport::CombineTree::kLlWeighted;
+CombineTree layer_tree(transport::Layout layout) {
+  return layout == transport::Layout::kHtRankMajor ? CombineTree::kHtRank : CombineTree::kLlWeighted;
 }
 
 int slot_width(const LayerSpec& spec) {
@@ -47,8 +46,7 @@ MoeLayerConfig reference_layer_config(const LayerSpec& spec, int layer) {
   c.router = spec.router;
   c.mask_ratio = spec.mask_ratio;
   c.logits = LogitsSource::kGenerated;
-  c.combine = layer_tree(spec.layout) == transport::CombineTree::kHtRank ? CombineTree::kHtRank
-                                                                         : CombineTree::kLlWeighted;
+  c.combine = layer_tree(spec.layout);
   c.num_ranks = spec.num_ranks();
   c.kernel = ExpertKernelKind::kVectorized;
   c.routing_groups = spec.rank_tokens;

@@ -72,7 +72,7 @@ struct LayerSpec {
 };
 
 // The combine tree that follows `layout` in a layer: ht-rank-major -> ht-rank, else ll-weighted.
-transport::CombineTree layer_tree(transport::Layout layout);
+CombineTree layer_tree(transport::Layout layout);
 
 // Slots a token can have, the transport's top-k: the workload's K, K for token choice, min(E, kMaxTopK) for
 // expert choice (a token picked by more experts than that is refused when routed).

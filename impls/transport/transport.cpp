@@ -16,18 +16,6 @@ std::string_view layout_name(Layout layout) {
   return "unknown";
 }
 
-std::string_view tree_name(CombineTree tree) {
-  switch (tree) {
-    case CombineTree::kHtRank:
-      return "ht-rank";
-    case CombineTree::kHtTwoLevel:
-      return "ht-two-level";
-    case CombineTree::kLlWeighted:
-      return "ll-weighted";
-  }
-  return "unknown";
-}
-
 std::string_view dtype_name(PayloadType dtype) { return dtype == PayloadType::kFp8 ? "fp8" : "bf16"; }
 
 std::vector<CombineTree> trees_for(Layout layout) {
@@ -47,6 +35,9 @@ bool contains(const std::vector<T>& values, T value) {
 bool Capabilities::supports(Layout layout) const { return contains(layouts, layout); }
 bool Capabilities::supports(CombineTree tree) const { return contains(combine_trees, tree); }
 bool Capabilities::supports(PayloadType dtype) const { return contains(dtypes, dtype); }
+bool Capabilities::fixed_order(Layout layout) const {
+  return layout == Layout::kLl ? ll_ordered : !contains(open_order, layout);
+}
 
 std::int64_t recv_capacity_rows(Layout layout, const TransportConfig& config, int num_ranks) {
   const std::int64_t ranks = num_ranks;

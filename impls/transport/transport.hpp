@@ -80,6 +80,7 @@
 
 #include "impls/device/device.hpp"
 #include "reference/common/status.hpp"
+#include "reference/dispatch/combine_tree.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
 #include "reference/dispatch/layout.hpp"
 #include "reference/dispatch/ll_dispatch.hpp"
@@ -92,12 +93,12 @@ using dispatch::LlRange;
 using dispatch::PayloadType;
 
 enum class Layout { kHtRankMajor, kHtExpertMajor, kLl };
-enum class CombineTree { kHtRank, kHtTwoLevel, kLlWeighted };
+// The one enum of the trees (reference/dispatch/combine_tree.hpp; its name: combine_tree_name).
 using device::MemoryKind;
+using ::eps::CombineTree;
 
-// "ht-rank-major", "ht-expert-major", "ll"; "ht-rank", "ht-two-level", "ll-weighted"; "bf16", "fp8".
+// "ht-rank-major", "ht-expert-major", "ll"; "bf16", "fp8".
 std::string_view layout_name(Layout layout);
-std::string_view tree_name(CombineTree tree);
 std::string_view dtype_name(PayloadType dtype);
 // The combine trees that can follow a layout (kHtRankMajor: ht-rank, ht-two-level; else ll-weighted).
 std::vector<CombineTree> trees_for(Layout layout);
@@ -107,7 +108,10 @@ struct Capabilities {
   std::vector<CombineTree> combine_trees;
   std::vector<PayloadType> dtypes;
   std::vector<MemoryKind> memory;
-  bool ll_ordered = false;       // docs/dispatch.md 5.4 canonical block and row order
+  bool ll_ordered = false;  // docs/dispatch.md 5.4 canonical block and row order
+  // HT layouts whose receive order is open (SPEC 14.3, docs/dispatch.md 5.9): rows in any order inside a
+  // block.
+  std::vector<Layout> open_order;
   bool cached_dispatch = false;  // dispatch_cached is implemented
   int max_ranks = 0;
   int max_experts = 0;
@@ -118,6 +122,9 @@ struct Capabilities {
   bool supports(Layout layout) const;
   bool supports(CombineTree tree) const;
   bool supports(PayloadType dtype) const;
+  // Whether `layout` is received in the fixed order of docs/dispatch.md 5.2-5.4 (ll: ll_ordered; ht: not in
+  // open_order), compared row by row; otherwise as the multisets of docs/dispatch.md 5.9.
+  bool fixed_order(Layout layout) const;
 };
 
 struct TransportConfig {

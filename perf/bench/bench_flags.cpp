@@ -273,7 +273,7 @@ Result<std::shared_ptr<TransportPlan>> make_transport_plan(const BenchContext& c
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));
   EPS_ASSIGN_OR_RETURN(plan->ceiling, choose_ceiling(p.string("ceiling"), nodes.nodes()));
   config["layout"] = transport::layout_name(plan->layout);
-  config["tree"] = transport::tree_name(plan->tree);
+  config["tree"] = combine_tree_name(plan->tree);
   config["dtype"] = transport::dtype_name(plan->dtype);
   config["quantize"] = quantize_name(plan->quantize);
   config["hidden"] = plan->hidden;
@@ -358,7 +358,7 @@ Result<std::shared_ptr<LayerPlan>> make_layer_plan(const BenchContext& context, 
   EPS_RETURN_IF_ERROR(layer::validate_layer_spec(largest));
   EPS_ASSIGN_OR_RETURN(plan->device, open_bench_device(p, plan->timeout));
   config["layout"] = transport::layout_name(spec.layout);
-  config["tree"] = transport::tree_name(layer::layer_tree(spec.layout));
+  config["tree"] = combine_tree_name(layer::layer_tree(spec.layout));
   config["dtype"] = transport::dtype_name(spec.dtype);
   config["layers"] = spec.num_layers;
   config["schedule_used"] = plan->schedule;
@@ -498,7 +498,7 @@ Result<std::shared_ptr<EplbPlan>> make_eplb_plan(const BenchContext& context, Js
   }
   EPS_ASSIGN_OR_RETURN(plan->device, open_bench_device(p, plan->timeout));
   config["layout"] = transport::layout_name(spec.layout);
-  config["tree"] = transport::tree_name(layer::layer_tree(spec.layout));
+  config["tree"] = combine_tree_name(layer::layer_tree(spec.layout));
   config["dtype"] = transport::dtype_name(spec.dtype);
   config["layers"] = spec.num_layers;
   config["tokens_per_rank"] = spec.rank_tokens.front();

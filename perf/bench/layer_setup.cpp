@@ -74,12 +74,12 @@ SeriesInfo stack_series(const transport::Transport& transport, const device::Dev
   info.echo.emplace_back(
       "contract",
       fmt::format("{} dispatch, {} combine, {} payloads, top-k {}, seed {}", transport::layout_name(s.layout),
-                  transport::tree_name(layer::layer_tree(s.layout)), transport::dtype_name(s.dtype),
+                  combine_tree_name(layer::layer_tree(s.layout)), transport::dtype_name(s.dtype),
                   layer::slot_width(s), s.seed));
   info.trailer = preset_header_block(resolved);
   info.base = transport_series_case(std::move(op), transport, device, s.seed, resolved.preset->name);
-  info.base.mode = fmt::format("{}/{}", transport::layout_name(s.layout),
-                               transport::tree_name(layer::layer_tree(s.layout)));
+  info.base.mode =
+      fmt::format("{}/{}", transport::layout_name(s.layout), combine_tree_name(layer::layer_tree(s.layout)));
   info.base.dtype = std::string(transport::dtype_name(s.dtype));
   info.base.sizes = {{"ranks", mpi::size()},
                      {"hidden", s.hidden},

@@ -135,7 +135,7 @@ class TransportSeries final : public BenchSeries {
     add_warnings(plan_, t, info);
     info.echo.emplace_back(
         "contract", fmt::format("{} dispatch, {} combine, {} payloads, H {}, T_max {}, workload {}, seed {}",
-                                transport::layout_name(plan_.layout), transport::tree_name(plan_.tree),
+                                transport::layout_name(plan_.layout), combine_tree_name(plan_.tree),
                                 transport::dtype_name(plan_.dtype), plan_.hidden, plan_.max_tokens,
                                 plan_.workload, plan_.seed));
     if (plan_.quantize) {
@@ -154,7 +154,7 @@ class TransportSeries final : public BenchSeries {
     info.table = transport_table();
     info.base = transport_series_case(plan_.op, t, *plan_.device, plan_.seed, plan_.preset.preset->name);
     info.base.mode =
-        fmt::format("{}/{}", transport::layout_name(plan_.layout), transport::tree_name(plan_.tree));
+        fmt::format("{}/{}", transport::layout_name(plan_.layout), combine_tree_name(plan_.tree));
     info.base.dtype = std::string(transport::dtype_name(plan_.dtype));
     info.base.sizes = {{"ranks", mpi::size()},
                        {"hidden", plan_.hidden},
@@ -237,8 +237,9 @@ Status TransportWork::gather_wire(double timeout_seconds) {
 }
 
 Mismatches TransportWork::dispatch_mismatches() const {
-  const dispatch::MismatchReport report = problem::check_dispatch(
-      problem(), mpi::rank(), buffers_, handle_->num_recv_rows(), transport_.capabilities().ll_ordered);
+  const dispatch::MismatchReport report =
+      problem::check_dispatch(problem(), mpi::rank(), buffers_, handle_->num_recv_rows(),
+                              transport_.capabilities().fixed_order(plan_.layout));
   return {report.mismatches(), report.ok() ? "" : report.to_string()};
 }
 

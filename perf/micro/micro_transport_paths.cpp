@@ -1,6 +1,6 @@
-// The hot paths of the transports' data path on the `cpu` device (impls/transport/transport_common.hpp), each
-// next to its yardstick in the same run, so that a case reads as a ratio: compare `bytes` (bytes read plus
-// written per second) of a path with its yardstick's at the same shape.
+// The hot paths of the transports' data path on the `cpu` device (impls/transport/data_path/data_path.hpp),
+// each next to its yardstick in the same run, so that a case reads as a ratio: compare `bytes` (bytes read
+// plus written per second) of a path with its yardstick's at the same shape.
 //   BM_CombineHtRank/H       ht-rank tree of 256 tokens with 2 returned rows each (2 ranks), no bias.
 //   BM_CombineLlWeighted/H   ll-weighted tree of 128 tokens x 8 valid slots.
 //   BM_MemcpyYardstick/B     one memcpy of B bytes (bytes counter: read + written), B = what the combine of
@@ -9,14 +9,15 @@
 //   BM_CombineLlOpenBlasYardstick/H  the ll-weighted sum as OpenBLAS sgemv per token (fp32 rows: y = w^T Y).
 //   BM_PackGather/H          a dispatch pack: 256 fp8 rows (H codes + H/128 scales) gathered in a shuffled
 //   order
-//                            into 16-byte-aligned records (two copy_rows kernels, as DirectTransport packs).
+//                            into 16-byte-aligned records (two copy_rows kernels, as the direct protocol
+//                            packs).
 //   BM_UnpackRun/H           the unpack of those records: one strided copy per run of rows, no index list.
 //   BM_RecordCopyYardstick/H memcpy of the same record bytes as one block.
 // H is 256 (the smoke preset) and 7168 (DeepSeek-V3).
 //   BM_QuantizeThenPack/rows/fold    an fp8 dispatch pack of `rows` bf16 tokens of H = 7168, each packed into
 //                                    `fold` records (K-fold gather, shuffled): fp8_quantize into a [rows, H]
 //                                    buffer, then the two copy_rows gathers of BM_PackGather.
-//   BM_QuantizeIntoRecords/rows/fold the same records as DirectTransport's pack makes them (docs/dispatch.md
+//   BM_QuantizeIntoRecords/rows/fold the records of the direct protocol's pack (docs/dispatch.md
 //                                    5.8): one fp8_quantize gathers each token's bf16 row once and scatters
 //                                    codes and scales into its first record, then one copy_rows copies that
 //                                    record's codes and scales into the token's other fold - 1 records. Same

@@ -4,27 +4,53 @@
 
 #include "reference/dispatch/detail.hpp"
 
+namespace eps {
+
+std::string_view combine_tree_name(CombineTree tree) {
+  switch (tree) {
+    case CombineTree::kHtRank:
+      return "ht-rank";
+    case CombineTree::kHtTwoLevel:
+      return "ht-two-level";
+    case CombineTree::kLlWeighted:
+      return "ll-weighted";
+  }
+  return "unknown";
+}
+
+void CombineAccumulator::start(std::span<const bf16> bias0, std::span<const bf16> bias1) {
+  for (std::size_t h = 0; h < acc_.size(); ++h) {
+    const float first = bias0.empty() ? 0.0f : bias0[h].to_float();
+    acc_[h] = first + (bias1.empty() ? 0.0f : bias1[h].to_float());
+  }
+}
+
+void CombineAccumulator::add(std::span<const bf16> row) {
+  for (std::size_t h = 0; h < acc_.size(); ++h) acc_[h] = acc_[h] + row[h].to_float();
+}
+
+void CombineAccumulator::add_weighted(float weight, std::span<const bf16> row) {
+  for (std::size_t h = 0; h < acc_.size(); ++h) {
+    const float product = weight * row[h].to_float();
+    acc_[h] = acc_[h] + product;
+  }
+}
+
+void CombineAccumulator::round(std::span<bf16> out) const {
+  for (std::size_t h = 0; h < acc_.size(); ++h) out[h] = bf16::from_float(acc_[h]);
+}
+
+}  // namespace eps
+
 namespace eps::dispatch {
 namespace {
 
-// acc = fp32(bias0) + fp32(bias1), an absent bias reading as +0.0f (DeepEP's accumulator start).
-void start_with_bias(const CombineBias& bias, int rank, int token, std::span<bf16> scratch,
-                     std::span<float> acc) {
-  std::fill(acc.begin(), acc.end(), 0.0f);
-  if (bias.bias0) {
-    bias.bias0(rank, token, scratch);
-    for (std::size_t h = 0; h < acc.size(); ++h) acc[h] = scratch[h].to_float();
-  }
-  if (bias.bias1) bias.bias1(rank, token, scratch);
-  for (std::size_t h = 0; h < acc.size(); ++h) acc[h] = acc[h] + (bias.bias1 ? scratch[h].to_float() : 0.0f);
-}
-
-void add_row(std::span<float> acc, std::span<const bf16> row) {
-  for (std::size_t h = 0; h < acc.size(); ++h) acc[h] = acc[h] + row[h].to_float();
-}
-
-void store_bf16(std::span<const float> acc, std::span<bf16> out) {
-  for (std::size_t h = 0; h < acc.size(); ++h) out[h] = bf16::from_float(acc[h]);
+// The bias rows of (rank, token) as CombineAccumulator::start takes them (empty where absent).
+void start_with_bias(const CombineBias& bias, int rank, int token, std::span<bf16> bias0,
+                     std::span<bf16> bias1, CombineAccumulator& acc) {
+  if (bias.bias0) bias.bias0(rank, token, bias0);
+  if (bias.bias1) bias.bias1(rank, token, bias1);
+  acc.start(bias.bias0 ? bias0 : std::span<bf16>(), bias.bias1 ? bias1 : std::span<bf16>());
 }
 
 Status check_ranks_per_node(const DispatchPlan& plan, int ranks_per_node) {
@@ -54,15 +80,16 @@ std::vector<bf16> combine_rows(const DispatchPlan& plan, int rank, RowFn combine
 Result<std::vector<bf16>> expected_ht_rank_combine(const DispatchPlan& plan, int rank,
                                                    const PartialRowFn& partial, const CombineBias& bias) {
   EPS_RETURN_IF_ERROR(detail::check_rank(plan, rank));
-  std::vector<float> acc(static_cast<std::size_t>(plan.hidden()));
-  std::vector<bf16> scratch(acc.size());
+  const auto hidden = static_cast<std::size_t>(plan.hidden());
+  CombineAccumulator acc(plan.hidden());
+  std::vector<bf16> scratch(hidden), bias0(hidden), bias1(hidden);
   return combine_rows(plan, rank, [&](int t, std::span<bf16> out) {
-    start_with_bias(bias, rank, t, scratch, acc);
+    start_with_bias(bias, rank, t, bias0, bias1, acc);
     for (int q : plan.dst_ranks(rank, t)) {
       partial(q, rank, t, scratch);
-      add_row(acc, scratch);
+      acc.add(scratch);
     }
-    store_bf16(acc, out);
+    acc.round(out);
   });
 }
 
@@ -71,46 +98,42 @@ Result<std::vector<bf16>> expected_ht_two_level_combine(const DispatchPlan& plan
                                                         const CombineBias& bias) {
   EPS_RETURN_IF_ERROR(detail::check_rank(plan, rank));
   EPS_RETURN_IF_ERROR(check_ranks_per_node(plan, ranks_per_node));
-  std::vector<float> acc(static_cast<std::size_t>(plan.hidden()));
-  std::vector<float> node_acc(acc.size());
-  std::vector<bf16> scratch(acc.size());
-  std::vector<bf16> node_row(acc.size());
+  const auto hidden = static_cast<std::size_t>(plan.hidden());
+  CombineAccumulator acc(plan.hidden()), node_acc(plan.hidden());
+  std::vector<bf16> scratch(hidden), node_row(hidden), bias0(hidden), bias1(hidden);
   return combine_rows(plan, rank, [&](int t, std::span<bf16> out) {
-    start_with_bias(bias, rank, t, scratch, acc);
+    start_with_bias(bias, rank, t, bias0, bias1, acc);
     const std::span<const int> dst = plan.dst_ranks(rank, t);
     // dst is ascending, so the ranks of one node are consecutive in it.
     for (std::size_t i = 0; i < dst.size();) {
       const int node = dst[i] / ranks_per_node;
-      std::fill(node_acc.begin(), node_acc.end(), 0.0f);
+      node_acc.start();
       for (; i < dst.size() && dst[i] / ranks_per_node == node; ++i) {
         partial(dst[i], rank, t, scratch);
-        add_row(node_acc, scratch);
+        node_acc.add(scratch);
       }
-      store_bf16(node_acc, node_row);
-      add_row(acc, node_row);
+      node_acc.round(node_row);
+      acc.add(node_row);
     }
-    store_bf16(acc, out);
+    acc.round(out);
   });
 }
 
 Result<std::vector<bf16>> expected_ll_combine(const DispatchPlan& plan, int rank,
                                               const SlotOutputFn& slot_output) {
   EPS_RETURN_IF_ERROR(detail::check_rank(plan, rank));
-  std::vector<float> acc(static_cast<std::size_t>(plan.hidden()));
-  std::vector<bf16> y(acc.size());
+  CombineAccumulator acc(plan.hidden());
+  std::vector<bf16> y(static_cast<std::size_t>(plan.hidden()));
   return combine_rows(plan, rank, [&](int t, std::span<bf16> out) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
+    acc.start();
     const std::span<const int> idx = plan.topk_idx(rank, t);
     const std::span<const float> weights = plan.topk_weights(rank, t);
     for (int k = 0; k < plan.top_k(); ++k) {
       if (idx[k] < 0) continue;
       slot_output(rank, t, k, y);
-      for (std::size_t h = 0; h < acc.size(); ++h) {
-        const float product = weights[k] * y[h].to_float();
-        acc[h] = acc[h] + product;
-      }
+      acc.add_weighted(weights[k], y);
     }
-    store_bf16(acc, out);
+    acc.round(out);
   });
 }
 

@@ -23,8 +23,10 @@
 //   with w_k the source weight of slot k (plan.topk_weights). A token with no valid slot yields +0.0.
 //   Masked slots are never read (neither their weight nor an output row).
 //
-// Callbacks fill one bf16 row of H elements; they are only called for the (q, r, t) / (r, t, k) the
-// formulas above name, so an implementation can fetch or regenerate exactly those rows.
+// Every sum is written with CombineAccumulator (combine_tree.hpp), the arithmetic the MoE layer reference
+// shares (reference/layer/combine.hpp). Callbacks fill one bf16 row of H elements; they are only called for
+// the (q, r, t) / (r, t, k) the formulas above name, so an implementation can fetch or regenerate exactly
+// those rows.
 #pragma once
 
 #include <functional>
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "reference/common/status.hpp"
+#include "reference/dispatch/combine_tree.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
 #include "reference/dispatch/mismatch_report.hpp"
 #include "reference/numerics/bf16.hpp"

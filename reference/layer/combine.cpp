@@ -4,10 +4,6 @@
 
 namespace eps {
 
-std::string_view combine_tree_name(CombineTree tree) {
-  return tree == CombineTree::kLlWeighted ? "ll-weighted" : "ht-rank";
-}
-
 Result<CombineTree> parse_combine_tree(std::string_view field, std::string_view name) {
   if (name == "ll-weighted") return CombineTree::kLlWeighted;
   if (name == "ht-rank") return CombineTree::kHtRank;
@@ -41,16 +37,15 @@ Result<std::vector<int>> resolve_expert_rank(int num_experts, int num_ranks,
 
 namespace {
 
-// Σ w · fp32(y) over the slots that pass `take`, ascending, from 0.0f (-ffp-contract=off: no FMA).
+// acc = 0.0f + Σ w · fp32(y) over the valid slots that pass `take`, ascending.
 template <typename Take>
-float weighted_sum(std::span<const std::int32_t> experts, std::span<const float> weights,
-                   std::span<const bf16> y, int hidden, int column, Take take) {
-  float sum = 0.0f;
+void weighted_sum(std::span<const std::int32_t> experts, std::span<const float> weights,
+                  std::span<const bf16> y, int hidden, Take take, CombineAccumulator& acc) {
+  const auto h = static_cast<std::size_t>(hidden);
+  acc.start();
   for (std::size_t k = 0; k < experts.size(); ++k) {
-    if (experts[k] < 0 || !take(experts[k])) continue;
-    sum = sum + weights[k] * y[k * hidden + column].to_float();
+    if (experts[k] >= 0 && take(experts[k])) acc.add_weighted(weights[k], y.subspan(k * h, h));
   }
-  return sum;
 }
 
 }  // namespace
@@ -58,27 +53,30 @@ float weighted_sum(std::span<const std::int32_t> experts, std::span<const float>
 void combine_token(CombineTree tree, std::span<const std::int32_t> experts, std::span<const float> weights,
                    std::span<const bf16> y, int hidden, std::span<const int> expert_rank,
                    std::span<bf16> out) {
-  const auto all = [](std::int32_t) { return true; };
+  CombineAccumulator acc(hidden);
   if (tree == CombineTree::kLlWeighted) {
-    for (int c = 0; c < hidden; ++c)
-      out[c] = bf16::from_float(weighted_sum(experts, weights, y, hidden, c, all));
+    weighted_sum(
+        experts, weights, y, hidden, [](std::int32_t) { return true; }, acc);
+    acc.round(out);
     return;
   }
-  // Ranks owning at least one valid slot, ascending.
+  // Ranks owning at least one valid slot, ascending; each one's partial p_q, then their sum.
   std::vector<int> ranks;
   for (std::int32_t e : experts) {
     if (e >= 0) ranks.push_back(expert_rank[e]);
   }
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  for (int c = 0; c < hidden; ++c) {
-    float sum = 0.0f;
-    for (int q : ranks) {
-      const auto on_q = [&](std::int32_t e) { return expert_rank[e] == q; };
-      sum = sum + bf16::from_float(weighted_sum(experts, weights, y, hidden, c, on_q)).to_float();
-    }
-    out[c] = bf16::from_float(sum);
+  CombineAccumulator partial(hidden);
+  std::vector<bf16> p_q(static_cast<std::size_t>(hidden));
+  acc.start();
+  for (int q : ranks) {
+    weighted_sum(
+        experts, weights, y, hidden, [&](std::int32_t e) { return expert_rank[e] == q; }, partial);
+    partial.round(p_q);
+    acc.add(p_q);
   }
+  acc.round(out);
 }
 
 }  // namespace eps

@@ -187,6 +187,10 @@ Status validate_moe_layer_config(const MoeLayerConfig& c) {
     return invalid_argument("dispatch_dtype", "fp8 needs hidden to be a multiple of {}, got {}",
                             kFp8GroupSize, c.hidden);
   }
+  if (c.combine == CombineTree::kHtTwoLevel) {
+    return invalid_argument("combine", "the layer reference evaluates ll-weighted and ht-rank, got {}",
+                            combine_tree_name(c.combine));
+  }
   if (c.combine == CombineTree::kHtRank) {
     EPS_RETURN_IF_ERROR(check_range("num_ranks", c.num_ranks, 1, kMaxLayerExperts));
     EPS_RETURN_IF_ERROR(resolve_expert_rank(c.num_experts, c.num_ranks, c.expert_rank).status());

@@ -1,36 +1,7 @@
-// The `direct` transport: host-initiated one-sided puts over any Fabric (impls/fabric) with any signal
-// strategy (docs/fabrics.md 6.2), implementing HT rank-major dispatch with the ht-rank / ht-two-level trees
-// and LL dispatch with ll-weighted (docs/dispatch.md 5.2, 5.4, 5.5). Selected by a FabricSelection (--fabric,
-// --signal,
-// --chaos, --allow-unsafe).
-//
-// Protocol. Every operation (dispatch, cached dispatch, combine) is one exchange: each rank packs, per
-// destination, the records it sends into a registered send region and puts them straight into fixed slots of
-// the destination's registered receive region (no count exchange first: a slot per source holds T_max
-// rank-major records, or T_max x min(K, L) LL records in (local expert, token) order, found again through
-// the counts of the signal record), then puts one signal
-// record per destination (its own tokens-per-rank row, for the docs/dispatch.md 5.1 rank prefix matrix, and
-// per-channel record counts) into the destination's signal region. Where the destination knows those counts
-// already (combine, cached dispatch: from the handle) and the strategy allows it (fabric-order, imm-seq), the
-// last data put to it carries the signal immediate instead and no record is put (docs/fabrics.md 6.2); a
-// destination without data still gets its record. The receiver waits until the signal
-// strategy calls every source's stream complete (every wait bounded by the timeout, docs/errors.md 10), then
-// unpacks into the caller's buffers in canonical order (rank-major rows by (r, t); LL blocks by r ascending,
-// rows by t), so the LL output is ordered. Combine returns each received row to its source in the order the
-// source sent them, into a per-peer slot of the source's receive region; the source reduces straight from
-// there. Records: rank-major = token, K expert ids, K weights, row, fp8 scales; LL = token, slot, expert,
-// weight (16 bytes, docs/dispatch.md 5.6), row, scales. A stream's records go in one put (split at 4 MiB /
-// 8191 records), except under recv-count, whose immediates name one local expert per put.
-//
-// Operations alternate two receive/signal buffer sets by parity; a rank starts operation n+1 only after
-// receiving everything of n, which its peers sent only after finishing n-1, so a parity's buffers are never
-// overwritten while in use. The send region and signal records alternate too. An operation ends with a
-// quiet (Fabric::quiet: every put it issued is placed at its target), since on providers with manual
-// progress a put still queued at the sender would wait for a sender that has gone on to compute or to MPI;
-// teardown quiets and meets the peers.
-//
-// Declares: layouts ht-rank-major and ll (ordered); trees ht-rank, ht-two-level, ll-weighted; bf16, fp8;
-// cached dispatch; host memory; at most 64 ranks (the 6-bit source field of the immediates).
+// The `direct` transport: the direct protocol (protocol/direct_protocol.hpp: host-initiated one-sided puts
+// over any Fabric with any signal strategy, docs/fabrics.md 6.2) whose puts the calling thread posts itself
+// (fabric_put_path.hpp), in the frame every built-in transport shares (frame/frame.hpp). Selected by a
+// FabricSelection (--fabric, --signal, --chaos, --allow-unsafe). Declares the direct protocol's contracts.
 #pragma once
 
 #include <memory>

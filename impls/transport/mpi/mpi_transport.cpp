@@ -1,7 +1,6 @@
 #include "impls/transport/mpi/mpi_transport.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -10,33 +9,11 @@
 
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
-#include "impls/transport/transport_common.hpp"
+#include "impls/transport/data_path/data_path.hpp"
+#include "impls/transport/frame/frame.hpp"
 
 namespace eps::transport {
 namespace {
-
-// Record headers. Rank-major rows carry the whole routing of the token (the receiver derives its local
-// indices and the weights); expert-major and LL rows carry one slot (16 bytes, the size of DeepEP's LL
-// message header that docs/dispatch.md 5.6 counts).
-struct SlotHeader {
-  std::int32_t token;
-  std::int32_t slot;
-  std::int32_t expert;
-  float weight;
-};
-
-std::size_t rank_major_header_bytes(int top_k) { return 4 + 8 * static_cast<std::size_t>(top_k); }
-
-template <typename T>
-void put(std::byte* at, const T& value) {
-  std::memcpy(at, &value, sizeof(T));
-}
-template <typename T>
-T get(const std::byte* at) {
-  T value;
-  std::memcpy(&value, at, sizeof(T));
-  return value;
-}
 
 // One alltoallv in records: counts and displacements per peer.
 struct Exchange {
@@ -59,26 +36,30 @@ class MpiHandle final : public RoutedHandle {
   std::vector<int> per_expert_count;   // [R, L] records received from r for local expert l
 };
 
-class MpiTransport final : public RoutedTransport {
+// Records are those of data_path/records.hpp, unpadded: rank-major rows carry the whole routing of the token
+// (the receiver derives its local indices and the weights); expert-major and LL rows carry one slot.
+class MpiProtocol final : public Protocol {
  public:
-  MpiTransport(const TransportConfig& config, MPI_Comm comm, int rank, int size);
-  ~MpiTransport() override;
+  MpiProtocol(const TransportConfig& config, DataPath& data_path, int rank, int size);
+  ~MpiProtocol() override;
   // The record datatypes of every exchange.
   Status commit_types();
 
   std::string_view name() const override { return "mpi"; }
+  WireBytes wire_bytes() const override { return wire_; }
+  std::unique_ptr<RoutedHandle> make_handle() const override { return std::make_unique<MpiHandle>(); }
+  Status dispatch(RoutedHandle& handle, const DispatchInput& input, const DispatchOutput& output) override;
+  Status dispatch_cached(const RoutedHandle& handle, const DispatchInput& input,
+                         const DispatchOutput& output) override;
+  Status combine(const RoutedHandle& handle, const CombineInput& input, const CombineOutput& output) override;
 
  private:
-  std::unique_ptr<RoutedHandle> make_handle() const override { return std::make_unique<MpiHandle>(); }
-  Status run_dispatch(RoutedHandle& handle, const DispatchInput& input,
-                      const DispatchOutput& output) override;
-  Status run_cached_dispatch(const RoutedHandle& handle, const DispatchInput& input,
-                             const DispatchOutput& output) override;
-  Status run_combine(const RoutedHandle& handle, const CombineInput& input,
-                     const CombineOutput& output) override;
-
   Deadline deadline() const { return Deadline(config_.timeout_seconds); }
-  std::size_t record_bytes(Layout layout) const;
+  const RecordFormat& format(Layout layout) const {
+    return layout == Layout::kHtRankMajor ? rank_format_
+           : layout == Layout::kLl        ? ll_format_
+                                          : expert_format_;
+  }
   MPI_Datatype record_type(Layout layout) const {
     return layout == Layout::kHtRankMajor ? rank_type_ : slot_type_;
   }
@@ -86,33 +67,37 @@ class MpiTransport final : public RoutedTransport {
   Status exchange_counts(MpiHandle& h);
   void plan_receives(MpiHandle& h) const;
   Status move_payload(const MpiHandle& h, const DispatchInput& input, const DispatchOutput& output);
-  Status pack(const MpiHandle& h, const DispatchInput& input, std::vector<std::byte>& send) const;
-  Status unpack(const MpiHandle& h, const std::vector<std::byte>& recv, const DispatchOutput& output) const;
-  void write_counts(const MpiHandle& h, const DispatchOutput& output) const;
+  Status write_counts(const MpiHandle& h, const DispatchOutput& output);
+  // Adds the elements of `counts` to and from other ranks, `bytes` each, to wire_.
+  void count_wire(std::span<const int> send_counts, std::span<const int> recv_counts, std::size_t bytes);
 
+  TransportConfig config_;
+  DataPath& data_path_;
+  int rank_;
+  int size_;
   MPI_Comm comm_;
   int local_experts_;
-  std::size_t row_bytes_;
-  int num_scales_;
+  RecordFormat rank_format_, expert_format_, ll_format_;
   MPI_Datatype rank_type_ = MPI_DATATYPE_NULL;
   MPI_Datatype slot_type_ = MPI_DATATYPE_NULL;
   MPI_Datatype combine_type_ = MPI_DATATYPE_NULL;
-  // Adds the elements of `counts` to and from other ranks, `bytes` each, to wire_.
-  void count_wire(std::span<const int> send_counts, std::span<const int> recv_counts, std::size_t bytes);
+  WireBytes wire_;
 };
 
-MpiTransport::MpiTransport(const TransportConfig& config, MPI_Comm comm, int rank, int size)
-    : RoutedTransport(config, mpi_capabilities(), rank, size),
-      comm_(comm),
+MpiProtocol::MpiProtocol(const TransportConfig& config, DataPath& data_path, int rank, int size)
+    : config_(config),
+      data_path_(data_path),
+      rank_(rank),
+      size_(size),
+      comm_(config.comm),
       local_experts_(config.num_experts / size),
-      row_bytes_(dispatch::payload_row_bytes(config.dtype, config.hidden)),
-      num_scales_(dispatch::payload_num_scales(config.dtype, config.hidden)) {
-  config_.comm = comm;
-}
+      rank_format_(record_format(Layout::kHtRankMajor, config, 1)),
+      expert_format_(record_format(Layout::kHtExpertMajor, config, 1)),
+      ll_format_(record_format(Layout::kLl, config, 1)) {}
 
-Status MpiTransport::commit_types() {
-  const std::pair<MPI_Datatype*, std::size_t> types[] = {{&rank_type_, record_bytes(Layout::kHtRankMajor)},
-                                                         {&slot_type_, record_bytes(Layout::kLl)},
+Status MpiProtocol::commit_types() {
+  const std::pair<MPI_Datatype*, std::size_t> types[] = {{&rank_type_, rank_format_.stride},
+                                                         {&slot_type_, ll_format_.stride},
                                                          {&combine_type_, 2 * std::size_t(config_.hidden)}};
   for (const auto& [type, bytes] : types) {
     EPS_MPI_CHECK(MPI_Type_contiguous(static_cast<int>(bytes), MPI_BYTE, type));
@@ -121,7 +106,7 @@ Status MpiTransport::commit_types() {
   return Status();
 }
 
-MpiTransport::~MpiTransport() {
+MpiProtocol::~MpiProtocol() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
@@ -131,8 +116,8 @@ MpiTransport::~MpiTransport() {
   MPI_Comm_free(&comm_);
 }
 
-void MpiTransport::count_wire(std::span<const int> send_counts, std::span<const int> recv_counts,
-                              std::size_t bytes) {
+void MpiProtocol::count_wire(std::span<const int> send_counts, std::span<const int> recv_counts,
+                             std::size_t bytes) {
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
     wire_.sent += send_counts[static_cast<std::size_t>(q)] * static_cast<std::int64_t>(bytes);
@@ -140,17 +125,12 @@ void MpiTransport::count_wire(std::span<const int> send_counts, std::span<const 
   }
 }
 
-std::size_t MpiTransport::record_bytes(Layout layout) const {
-  const std::size_t header =
-      layout == Layout::kHtRankMajor ? rank_major_header_bytes(config_.top_k) : sizeof(SlotHeader);
-  return header + row_bytes_ + 4 * static_cast<std::size_t>(num_scales_);
-}
-
-// Record counts per key (destination, or global expert) come from the send plan (start_dispatch).
-Status MpiTransport::exchange_counts(MpiHandle& h) {
-  std::vector<int> counts_per_key(h.key_begin.size() - 1);
+// Record counts per key (destination, or global expert) come from the send plan (routing.hpp).
+Status MpiProtocol::exchange_counts(MpiHandle& h) {
+  const std::vector<int>& key_begin = h.sends.key_begin;
+  std::vector<int> counts_per_key(key_begin.size() - 1);
   for (std::size_t key = 0; key < counts_per_key.size(); ++key)
-    counts_per_key[key] = h.key_begin[key + 1] - h.key_begin[key];
+    counts_per_key[key] = key_begin[key + 1] - key_begin[key];
   const int per_peer = static_cast<int>(counts_per_key.size()) / size_;
   h.per_expert_count.assign(counts_per_key.size(), 0);
   MPI_Request request = MPI_REQUEST_NULL;
@@ -185,10 +165,11 @@ Status MpiTransport::exchange_counts(MpiHandle& h) {
 }
 
 // Where each received record lands. Records from r arrive in (l, t) order (slot layouts) or t order.
-void MpiTransport::plan_receives(MpiHandle& h) const {
+void MpiProtocol::plan_receives(MpiHandle& h) const {
   const Exchange& x = h.exchange;
+  const Layout kind = h.sends.layout;
   h.recv_row.assign(static_cast<std::size_t>(x.total_recv()), 0);
-  if (h.kind == Layout::kHtRankMajor) {
+  if (kind == Layout::kHtRankMajor) {
     std::iota(h.recv_row.begin(), h.recv_row.end(), std::int64_t{0});
     h.num_rows = x.total_recv();
     return;
@@ -202,15 +183,15 @@ void MpiTransport::plan_receives(MpiHandle& h) const {
   h.num_rows = 0;
   std::vector<std::int64_t> next(static_cast<std::size_t>(size_) * local);  // first row of block (r, l)
   for (int l = 0; l < local; ++l) {
-    std::int64_t row = h.kind == Layout::kLl ? l * capacity : segment;
+    std::int64_t row = kind == Layout::kLl ? l * capacity : segment;
     for (int r = 0; r < size_; ++r) {
       next[static_cast<std::size_t>(r) * local + l] = row;
       row += count(r, l);
     }
-    const std::int64_t real = row - (h.kind == Layout::kLl ? l * capacity : segment);
+    const std::int64_t real = row - (kind == Layout::kLl ? l * capacity : segment);
     const int align = config_.expert_alignment;
     segment += (real + align - 1) / align * align;
-    h.num_rows += h.kind == Layout::kLl ? real : (real + align - 1) / align * align;
+    h.num_rows += kind == Layout::kLl ? real : (real + align - 1) / align * align;
   }
   std::size_t i = 0;
   for (int r = 0; r < size_; ++r) {
@@ -221,159 +202,89 @@ void MpiTransport::plan_receives(MpiHandle& h) const {
   }
 }
 
-// Headers on the host, payload rows and scales by the row-copy kernel (transport_common.hpp).
-Status MpiTransport::pack(const MpiHandle& h, const DispatchInput& in, std::vector<std::byte>& send) const {
-  const std::size_t rec = record_bytes(h.kind);
-  const std::size_t header = record_bytes(h.kind) - row_bytes_ - 4 * static_cast<std::size_t>(num_scales_);
-  const int k_max = config_.top_k;
-  send.resize(h.send_token.size() * rec);
-  if (send.empty()) return Status();
-  for (std::size_t i = 0; i < h.send_token.size(); ++i) {
-    std::byte* at = send.data() + i * rec;
-    const int t = h.send_token[i];
-    const std::size_t routing = static_cast<std::size_t>(t) * k_max;
-    if (h.kind == Layout::kHtRankMajor) {
-      put(at, static_cast<std::int32_t>(t));
-      std::memcpy(at + 4, h.topk_idx.data() + routing, 4 * static_cast<std::size_t>(k_max));
-      std::memcpy(at + 4 + 4 * k_max, h.topk_weights.data() + routing, 4 * static_cast<std::size_t>(k_max));
-    } else {
-      const int k = h.send_slot[i];
-      put(at, SlotHeader{t, k, h.topk_idx[routing + k], h.topk_weights[routing + k]});
-    }
-  }
-  const auto records = static_cast<std::int64_t>(h.send_token.size());
-  EPS_RETURN_IF_ERROR(copy_rows(kernels(), send.data() + header, rec, in.x.data(), row_bytes_, row_bytes_,
-                                records, h.send_rows));
-  EPS_RETURN_IF_ERROR(copy_rows(kernels(), send.data() + header + row_bytes_, rec,
-                                reinterpret_cast<const std::byte*>(in.x_scales.data()), 4 * num_scales_,
-                                4 * num_scales_, records, h.send_rows));
-  return kernels().synchronize();
-}
-
-Status MpiTransport::unpack(const MpiHandle& h, const std::vector<std::byte>& recv,
-                            const DispatchOutput& out) const {
-  const std::size_t rec = record_bytes(h.kind);
-  const std::size_t header = rec - row_bytes_ - 4 * static_cast<std::size_t>(num_scales_);
-  const int k_max = config_.top_k;
-  if (h.recv_row.empty()) return Status();
-  for (std::size_t i = 0; i < h.recv_row.size(); ++i) {
-    const std::byte* at = recv.data() + i * rec;
-    const auto row = static_cast<std::size_t>(h.recv_row[i]);
-    if (h.kind == Layout::kHtRankMajor) {
-      std::int32_t idx[dispatch::kMaxTopK];
-      float weights[dispatch::kMaxTopK];
-      std::memcpy(idx, at + 4, 4 * static_cast<std::size_t>(k_max));
-      std::memcpy(weights, at + 4 + 4 * k_max, 4 * static_cast<std::size_t>(k_max));
-      localize_routing(config_, size_, rank_, idx, weights, out.recv_topk_idx.data() + row * k_max,
-                       out.recv_topk_weights.data() + row * k_max);
-    } else {
-      const auto slot = get<SlotHeader>(at);
-      if (h.kind == Layout::kLl) {
-        out.src_info[row] = slot.token;
-      } else {
-        out.recv_weights[row] = slot.weight;
-      }
-    }
-  }
-  const auto records = static_cast<std::int64_t>(h.recv_row.size());
-  EPS_RETURN_IF_ERROR(copy_rows(kernels(), out.recv_x.data(), row_bytes_, recv.data() + header, rec,
-                                row_bytes_, records, {}, h.recv_row));
-  EPS_RETURN_IF_ERROR(copy_rows(kernels(), reinterpret_cast<std::byte*>(out.recv_x_scales.data()),
-                                4 * num_scales_, recv.data() + header + row_bytes_, rec, 4 * num_scales_,
-                                records, {}, h.recv_row));
-  return kernels().synchronize();
-}
-
 // Per-expert counts, LL ranges and expert-major padding: functions of the counts alone.
-void MpiTransport::write_counts(const MpiHandle& h, const DispatchOutput& out) const {
+Status MpiProtocol::write_counts(const MpiHandle& h, const DispatchOutput& out) {
   const int local = local_experts_;
   const int align = config_.expert_alignment;
-  if (h.kind == Layout::kHtRankMajor) {
+  const Layout kind = h.sends.layout;
+  if (kind == Layout::kHtRankMajor) {
     count_rank_major(config_, size_, h.num_rows, out);
-    return;
+    return Status();
   }
   std::int64_t segment = 0;
   for (int l = 0; l < local; ++l) {
     int real = 0;
     for (int r = 0; r < size_; ++r) {
       const int n = h.per_expert_count[static_cast<std::size_t>(r) * local + l];
-      if (h.kind == Layout::kLl) out.layout_range[static_cast<std::size_t>(l) * size_ + r] = LlRange{real, n};
+      if (kind == Layout::kLl) out.layout_range[static_cast<std::size_t>(l) * size_ + r] = LlRange{real, n};
       real += n;
     }
-    if (h.kind == Layout::kLl) {
+    if (kind == Layout::kLl) {
       out.packed_recv_count[l] = real;
       continue;
     }
     const int aligned = (real + align - 1) / align * align;
     out.num_recv_tokens_per_expert[l] = aligned;
-    for (std::int64_t row = segment + real; row < segment + aligned;
-         ++row) {  // zero padding (docs/dispatch.md 5.3)
-      const auto r = static_cast<std::size_t>(row);
-      std::memset(out.recv_x.data() + r * row_bytes_, 0, row_bytes_);
-      std::fill_n(out.recv_x_scales.begin() + static_cast<std::ptrdiff_t>(r * num_scales_), num_scales_,
-                  0.0f);
-      out.recv_weights[r] = 0.0f;
-    }
+    EPS_RETURN_IF_ERROR(data_path_.zero_rows(out, segment + real, aligned - real));  // docs/dispatch.md 5.3
     segment += aligned;
   }
-}
-
-Status MpiTransport::move_payload(const MpiHandle& h, const DispatchInput& in, const DispatchOutput& out) {
-  std::vector<std::byte> send;
-  EPS_RETURN_IF_ERROR(pack(h, in, send));
-  std::vector<std::byte> recv(static_cast<std::size_t>(h.exchange.total_recv()) * record_bytes(h.kind));
-  const Exchange& x = h.exchange;
-  EPS_RETURN_IF_ERROR(mpi::alltoallv(send.data(), x.send_counts, x.send_displs, record_type(h.kind),
-                                     recv.data(), x.recv_counts, x.recv_displs, record_type(h.kind), comm_,
-                                     deadline()));
-  count_wire(x.send_counts, x.recv_counts, record_bytes(h.kind));
-  EPS_RETURN_IF_ERROR(unpack(h, recv, out));
-  write_counts(h, out);
   return Status();
 }
 
-Status MpiTransport::run_dispatch(RoutedHandle& handle, const DispatchInput& in, const DispatchOutput& out) {
+// Packs every record, exchanges them in one alltoallv, unpacks each to its row (plan_receives).
+Status MpiProtocol::move_payload(const MpiHandle& h, const DispatchInput& in, const DispatchOutput& out) {
+  const Layout kind = h.sends.layout;
+  const RecordFormat& f = format(kind);
+  std::vector<std::byte> send(static_cast<std::size_t>(h.sends.records()) * f.stride);
+  EPS_RETURN_IF_ERROR(data_path_.pack_records(f, h.sends, in, 0, h.sends.records(), send.data()));
+  EPS_RETURN_IF_ERROR(data_path_.finish());
+  std::vector<std::byte> recv(static_cast<std::size_t>(h.exchange.total_recv()) * f.stride);
+  const Exchange& x = h.exchange;
+  EPS_RETURN_IF_ERROR(mpi::alltoallv(send.data(), x.send_counts, x.send_displs, record_type(kind),
+                                     recv.data(), x.recv_counts, x.recv_displs, record_type(kind), comm_,
+                                     deadline()));
+  count_wire(x.send_counts, x.recv_counts, f.stride);
+  EPS_RETURN_IF_ERROR(data_path_.unpack_records(f, recv.data(), static_cast<std::int64_t>(h.recv_row.size()),
+                                                RowTarget{0, h.recv_row}, out));
+  EPS_RETURN_IF_ERROR(data_path_.finish());
+  return write_counts(h, out);
+}
+
+Status MpiProtocol::dispatch(RoutedHandle& handle, const DispatchInput& in, const DispatchOutput& out) {
   auto& h = static_cast<MpiHandle&>(handle);
   EPS_RETURN_IF_ERROR(exchange_counts(h));
   plan_receives(h);
   return move_payload(h, in, out);
 }
 
-Status MpiTransport::run_cached_dispatch(const RoutedHandle& handle, const DispatchInput& in,
-                                         const DispatchOutput& out) {
+Status MpiProtocol::dispatch_cached(const RoutedHandle& handle, const DispatchInput& in,
+                                    const DispatchOutput& out) {
   return move_payload(static_cast<const MpiHandle&>(handle), in, out);
 }
 
-Status MpiTransport::run_combine(const RoutedHandle& handle, const CombineInput& in,
-                                 const CombineOutput& out) {
-  const auto* h = &static_cast<const MpiHandle&>(handle);
-  const auto hidden = static_cast<std::size_t>(config_.hidden);
+Status MpiProtocol::combine(const RoutedHandle& handle, const CombineInput& in, const CombineOutput& out) {
+  const auto& h = static_cast<const MpiHandle&>(handle);
+  const auto row = 2 * static_cast<std::size_t>(config_.hidden);
   // Each received row goes back to its source, in the order it arrived (the reverse exchange).
-  std::vector<bf16> send(h->recv_row.size() * hidden);
-  EPS_RETURN_IF_ERROR(copy_rows(kernels(), reinterpret_cast<std::byte*>(send.data()), 2 * hidden,
-                                reinterpret_cast<const std::byte*>(in.x.data()), 2 * hidden, 2 * hidden,
-                                static_cast<std::int64_t>(h->recv_row.size()), h->recv_row));
-  EPS_RETURN_IF_ERROR(kernels().synchronize());
-  std::vector<bf16> back(h->send_token.size() * hidden);
-  const Exchange& x = h->exchange;
+  std::vector<std::byte> send(h.recv_row.size() * row);
+  EPS_RETURN_IF_ERROR(data_path_.copy_rows(send.data(), row, reinterpret_cast<const std::byte*>(in.x.data()),
+                                           row, row, static_cast<std::int64_t>(h.recv_row.size()),
+                                           h.recv_row));
+  EPS_RETURN_IF_ERROR(data_path_.finish());
+  std::vector<bf16> back(static_cast<std::size_t>(h.sends.records()) * config_.hidden);
+  const Exchange& x = h.exchange;
   EPS_RETURN_IF_ERROR(mpi::alltoallv(send.data(), x.recv_counts, x.recv_displs, combine_type_, back.data(),
                                      x.send_counts, x.send_displs, combine_type_, comm_, deadline()));
-  count_wire(x.recv_counts, x.send_counts, 2 * static_cast<std::size_t>(config_.hidden));
+  count_wire(x.recv_counts, x.send_counts, row);
   // Record i came back as row i of `back`.
-  if (in.tree == CombineTree::kLlWeighted) {
-    const int k_max = config_.top_k;
-    std::vector<std::int64_t> slot_rows(static_cast<std::size_t>(h->num_tokens) * k_max, -1);
-    for (std::size_t i = 0; i < h->send_token.size(); ++i)
-      slot_rows[static_cast<std::size_t>(h->send_token[i]) * k_max + h->send_slot[i]] =
-          static_cast<std::int64_t>(i);
-    return reduce_ll(kernels(), config_, h->num_tokens, h->topk_weights, back.data(), slot_rows, out.out);
-  }
-  std::vector<int> peer_begin(x.send_displs);
-  peer_begin.push_back(x.total_send());
-  std::vector<std::int64_t> record_rows(h->send_token.size());
+  const SendPlan& p = h.sends;
+  std::vector<std::int64_t> record_rows(static_cast<std::size_t>(p.records()));
   std::iota(record_rows.begin(), record_rows.end(), std::int64_t{0});
-  return reduce_ht(kernels(), config_, size_, h->num_tokens, in.tree, peer_begin, h->send_token, back.data(),
-                   record_rows, in.bias0, in.bias1, out.out);
+  const CombineIndex index =
+      in.tree == CombineTree::kLlWeighted
+          ? ll_combine_index(config_.top_k, p.num_tokens, p.record_token, p.record_slot, record_rows)
+          : ht_combine_index(size_, p.num_tokens, p.destination_begin, p.record_token, record_rows);
+  return data_path_.reduce(in.tree, p, index, back.data(), in.bias0, in.bias1, out.out);
 }
 
 }  // namespace
@@ -408,10 +319,13 @@ Result<std::unique_ptr<Transport>> make_mpi_transport(const TransportConfig& con
                             max_records);
   }
   // A private communicator, so that a transport's collectives never match the caller's.
-  EPS_ASSIGN_OR_RETURN(MPI_Comm comm, mpi::comm_dup(config.comm, Deadline(config.timeout_seconds)));
-  auto transport = std::make_unique<MpiTransport>(config, comm, rank, size);
-  EPS_RETURN_IF_ERROR(transport->commit_types());
-  return std::unique_ptr<Transport>(std::move(transport));
+  TransportConfig own = config;
+  EPS_ASSIGN_OR_RETURN(own.comm, mpi::comm_dup(config.comm, Deadline(config.timeout_seconds)));
+  auto data_path = std::make_unique<DataPath>(own, rank, size);
+  auto protocol = std::make_unique<MpiProtocol>(own, *data_path, rank, size);
+  EPS_RETURN_IF_ERROR(protocol->commit_types());
+  return make_framed_transport(own, mpi_capabilities(), rank, size, std::move(data_path),
+                               std::move(protocol));
 }
 
 }  // namespace eps::transport

@@ -1,19 +1,9 @@
-// The `proxy` transport: the UCCL-EP design (docs/channel.md 7). It runs the direct transport's protocol
-// (impls/transport/direct: records into fixed slots of the destinations' receive regions, a signal record per
-// destination, any fabric and signal strategy), but the transport's thread, standing in for the GPU kernels,
-// never touches the fabric during an operation: every put becomes a 16-byte WRITE command in the FIFO of its
-// destination (one FIFO per destination, so every command for one (destination, channel) takes one FIFO, one
-// proxy thread and one fabric), and CPU proxy threads (--proxy-threads, FabricSelection::proxy_threads,
-// default 4) post them, compute each put's immediate with the signal strategy in FIFO order (so ordering on a
-// reordering fabric is emulated by the proxies, as on EFA), cap puts in flight per FIFO and count
-// completions. sender-barrier's "signal after the data is placed" is a QUIET command ahead of the signal
-// writes; an operation ends with a quiet of the proxies (every command handled, every put completed).
-// Received immediates come back to the transport's thread through the engine
-// (impls/channel/proxy_engine.hpp).
-//
-// Declares the direct transport's contracts. Limits of the command (docs/channel.md 7.1): fewer than 4096
-// ranks and local experts, regions below 4 GiB (offsets are 32-bit), puts below 16 MiB; a shape beyond them
-// is refused at creation (kInvalidArgument naming it).
+// The `proxy` transport: the UCCL-EP design (docs/channel.md 7). The direct protocol
+// (protocol/direct_protocol.hpp: records into fixed slots of the destinations' receive regions, a signal
+// record per destination, any fabric and signal strategy) whose every put goes through a command FIFO to CPU
+// proxy threads (fifo_put_path.hpp: --proxy-threads, FabricSelection::proxy_threads, default 4), in the frame
+// every built-in transport shares (frame/frame.hpp). Declares the direct protocol's contracts, within the
+// command's limits (docs/channel.md 7.1, fifo_put_path.hpp).
 #pragma once
 
 #include <memory>

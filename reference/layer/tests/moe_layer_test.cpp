@@ -348,6 +348,10 @@ TEST(MoeLayer, ErrorsNameTheField) {
   c = small_config(ec_router(2));
   c.shared_ffn = 0;
   EXPECT_EQ(validate_moe_layer_config(c).message(), "shared_ffn: must be in [1, 65536], got 0");
+  c = small_config(ec_router(2));
+  c.combine = CombineTree::kHtTwoLevel;
+  EXPECT_EQ(validate_moe_layer_config(c).message(),
+            "combine: the layer reference evaluates ll-weighted and ht-rank, got ht-two-level");
   EXPECT_EQ(parse_combine_tree("combine", "tree").status().message(),
             "combine: must be one of {ll-weighted, ht-rank}, got \"tree\"");
   MoeLayerInputs bad;
