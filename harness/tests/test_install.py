@@ -95,7 +95,7 @@ def test_example_plugin(build, mpirun, pytestconfig, tmp_path):
         f"{sorted(plugin - mpi)[:5]}"
 
     out = tmp_path / "run"
-    # readme-command: mpirun -np 2 --map-by :OVERSUBSCRIBE /opt/epsuite/bin/epsuite run --transport mpi,plugin:example-mpi --out results/mine
+    # readme-command: mpirun -np 2 --map-by :OVERSUBSCRIBE /opt/epsuite/bin/epsuite run --transport mpi,plugin:example-mpi --out epsuite-out-plugin
     # (here with -n 3 -w 1: fewer iterations)
     p = mpirun(2, epsuite, "run", "--transport", "mpi,plugin:example-mpi", "--out", out, "-n", "3", "-w", "1",
                timeout=1500)

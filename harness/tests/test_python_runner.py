@@ -30,7 +30,7 @@ def check(mpirun, python_bridge, np, *argv, cwd, timeout=600):
 @pytest.mark.parametrize("np", [2, 4], ids=["np2", "np4"])
 def test_gloo(mpirun, python_bridge, epsuite, results_schema, tmp_path, np):
     out = tmp_path / "results.json"
-    # readme-command: PYTHONPATH=build/python mpirun -np 4 --map-by :OVERSUBSCRIBE /usr/bin/python3 -m epsuite.check --backend epsuite.adapters.torch_alltoall:AllToAllAdapter --bench -c --out results/torch.json
+    # readme-command: PYTHONPATH=build/python mpirun -np 4 --map-by :OVERSUBSCRIBE /usr/bin/python3 -m epsuite.check --backend epsuite.adapters.torch_alltoall:AllToAllAdapter --bench -c --out epsuite-out-torch.json
     # (at 2 and 4 ranks, with -n 3 -w 1: fewer iterations; PYTHONPATH reaches the ranks through -x)
     p = check(mpirun, python_bridge, np, "--backend", ADAPTER, "--bench", "-c", "-n", "3", "-w", "1", "--out", out,
               cwd=tmp_path)

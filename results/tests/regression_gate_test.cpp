@@ -1,6 +1,6 @@
 // The regression gate (docs/results.md 9.2): Mann-Whitney U against hand-computed values and a brute-force
-// permutation oracle, case keys, and compare_results' verdicts and refusals.
-#include "harness/results/compare.hpp"
+// permutation oracle, case keys, and run_regression_gate' verdicts and refusals.
+#include "results/regression_gate.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -160,7 +160,7 @@ ResultsDocument document(std::vector<CaseResult> cases, std::string fingerprint 
 
 TEST(CompareResults, IdenticalDocumentsPass) {
   const ResultsDocument doc = document({make_case("dispatch", kTimes), make_case("combine", kTimes)});
-  Result<Comparison> c = compare_results(doc, doc, {});
+  Result<GateResult> c = run_regression_gate(doc, doc, {});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->cases.size(), 2u);
   EXPECT_EQ(c->count(Verdict::kUnchanged), 2u);
@@ -178,7 +178,7 @@ TEST(CompareResults, DifferentFabricsAreUnmatchedNotCompared) {
   CaseResult libfabric_shm = shm;
   libfabric_shm.identity["fabric"] = "libfabric:shm";
   libfabric_shm.times_us = scaled(3.0);  // would be a regression if it were compared with shm
-  Result<Comparison> c = compare_results(document({shm}), document({libfabric_shm}), {});
+  Result<GateResult> c = run_regression_gate(document({shm}), document({libfabric_shm}), {});
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_TRUE(c->cases.empty());
   ASSERT_EQ(c->only_in_base.size(), 1u);
@@ -203,8 +203,8 @@ TEST(CaseKey, IdentityEntriesArePartOfTheKey) {
 }
 
 TEST(CompareResults, OnePointFiveTimesSlowerRegresses) {
-  Result<Comparison> c = compare_results(document({make_case("dispatch", kTimes)}),
-                                         document({make_case("dispatch", scaled(1.5))}), {});
+  Result<GateResult> c = run_regression_gate(document({make_case("dispatch", kTimes)}),
+                                             document({make_case("dispatch", scaled(1.5))}), {});
   ASSERT_TRUE(c.ok());
   ASSERT_EQ(c->cases.size(), 1u);
   EXPECT_EQ(c->cases[0].verdict, Verdict::kRegression);
@@ -213,19 +213,19 @@ TEST(CompareResults, OnePointFiveTimesSlowerRegresses) {
   EXPECT_DOUBLE_EQ(c->cases[0].ratio, 1.5);
   EXPECT_DOUBLE_EQ(c->cases[0].test.p_value, 2.0 / 48620.0);  // fully separated, 9 vs 9
   EXPECT_EQ(c->exit_code(), 1);
-  EXPECT_NE(comparison_report(*c, {}).find("regressions (1):"), std::string::npos);
+  EXPECT_NE(regression_gate_report(*c, {}).find("regressions (1):"), std::string::npos);
 }
 
 TEST(CompareResults, FivePercentSlowerIsBelowTheThreshold) {
-  Result<Comparison> c = compare_results(document({make_case("dispatch", kTimes)}),
-                                         document({make_case("dispatch", scaled(1.05))}), {});
+  Result<GateResult> c = run_regression_gate(document({make_case("dispatch", kTimes)}),
+                                             document({make_case("dispatch", scaled(1.05))}), {});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->cases[0].verdict, Verdict::kUnchanged);
   EXPECT_EQ(c->exit_code(), 0);
   // The same slowdown does regress under a 3% threshold: 105 / 100 > 1.03 and the samples separate enough.
-  Result<Comparison> strict =
-      compare_results(document({make_case("dispatch", kTimes)}),
-                      document({make_case("dispatch", scaled(1.05))}), {0.03, 0.05, false});
+  Result<GateResult> strict =
+      run_regression_gate(document({make_case("dispatch", kTimes)}),
+                          document({make_case("dispatch", scaled(1.05))}), {0.03, 0.05, false});
   ASSERT_TRUE(strict.ok());
   EXPECT_LT(strict->cases[0].test.p_value, 0.05);
   EXPECT_EQ(strict->cases[0].verdict, Verdict::kRegression);
@@ -233,16 +233,16 @@ TEST(CompareResults, FivePercentSlowerIsBelowTheThreshold) {
 
 TEST(CompareResults, LargeButInsignificantSlowdownIsNotARegression) {
   // Medians 100 vs 150 but only one repetition each: the smallest exact p is 2/2 = 1.
-  Result<Comparison> c =
-      compare_results(document({make_case("dispatch", {100})}), document({make_case("dispatch", {150})}), {});
+  Result<GateResult> c = run_regression_gate(document({make_case("dispatch", {100})}),
+                                             document({make_case("dispatch", {150})}), {});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->cases[0].test.p_value, 1.0);
   EXPECT_EQ(c->cases[0].verdict, Verdict::kUnchanged);
 }
 
 TEST(CompareResults, FasterIsAnImprovementAndPasses) {
-  Result<Comparison> c = compare_results(document({make_case("dispatch", kTimes)}),
-                                         document({make_case("dispatch", scaled(0.5))}), {});
+  Result<GateResult> c = run_regression_gate(document({make_case("dispatch", kTimes)}),
+                                             document({make_case("dispatch", scaled(0.5))}), {});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->cases[0].verdict, Verdict::kImprovement);
   EXPECT_EQ(c->exit_code(), 0);
@@ -251,13 +251,13 @@ TEST(CompareResults, FasterIsAnImprovementAndPasses) {
 TEST(CompareResults, FingerprintsMustMatchUnlessForced) {
   const ResultsDocument base = document({make_case("dispatch", kTimes)}, "00000000000000aa");
   const ResultsDocument next = document({make_case("dispatch", kTimes)}, "00000000000000bb");
-  Result<Comparison> refused = compare_results(base, next, {});
+  Result<GateResult> refused = run_regression_gate(base, next, {});
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(
       refused.status().message().find("fingerprints differ: BASE 00000000000000aa vs NEW 00000000000000bb"),
       std::string::npos);
   EXPECT_NE(refused.status().message().find("use --force"), std::string::npos);
-  Result<Comparison> forced = compare_results(base, next, {0.10, 0.05, true});
+  Result<GateResult> forced = run_regression_gate(base, next, {0.10, 0.05, true});
   ASSERT_TRUE(forced.ok());
   EXPECT_EQ(forced->exit_code(), 0);
 }
@@ -265,7 +265,8 @@ TEST(CompareResults, FingerprintsMustMatchUnlessForced) {
 TEST(CompareResults, FailedCheckInNewFails) {
   CaseResult failed = make_case("dispatch", kTimes);
   failed.check = CheckOutcome{false, 3, "token 0"};
-  Result<Comparison> c = compare_results(document({make_case("dispatch", kTimes)}), document({failed}), {});
+  Result<GateResult> c =
+      run_regression_gate(document({make_case("dispatch", kTimes)}), document({failed}), {});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->failed_checks,
             std::vector<std::string>{"dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=128"});
@@ -273,9 +274,9 @@ TEST(CompareResults, FailedCheckInNewFails) {
 }
 
 TEST(CompareResults, UnmatchedCasesAreListedNotFailed) {
-  Result<Comparison> c =
-      compare_results(document({make_case("dispatch", kTimes), make_case("combine", kTimes)}),
-                      document({make_case("dispatch", kTimes), make_case("dispatch", kTimes, 256)}), {});
+  Result<GateResult> c =
+      run_regression_gate(document({make_case("dispatch", kTimes), make_case("combine", kTimes)}),
+                          document({make_case("dispatch", kTimes), make_case("dispatch", kTimes, 256)}), {});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->cases.size(), 1u);
   EXPECT_EQ(c->only_in_base,
@@ -283,18 +284,18 @@ TEST(CompareResults, UnmatchedCasesAreListedNotFailed) {
   EXPECT_EQ(c->only_in_new,
             std::vector<std::string>{"dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=256"});
   EXPECT_EQ(c->exit_code(), 0);
-  EXPECT_EQ(comparison_report(*c, {}).find("no case matched"), std::string::npos);
+  EXPECT_EQ(regression_gate_report(*c, {}).find("no case matched"), std::string::npos);
 }
 
 // docs/results.md 9.2: a gate that matched no case fails (exit 1) and names every identity field whose values
-// differ between the files, with the values; --allow-unmatched (CompareOptions::allow_unmatched) passes it.
+// differ between the files, with the values; --allow-unmatched (GateOptions::allow_unmatched) passes it.
 TEST(CompareResults, NoMatchedCaseFailsNamingTheFieldsThatDiffer) {
   CaseResult base = make_case("dispatch", kTimes);
   base.identity = {{"fabric", "shm"}, {"preset", "smoke"}};
   CaseResult next = make_case("dispatch", kTimes, 256);
   next.identity = {{"fabric", "libfabric:tcp"}, {"preset", "smoke"}, {"quantize", "amax"}};
   const ResultsDocument base_doc = document({base}), new_doc = document({next});
-  Result<Comparison> c = compare_results(base_doc, new_doc, {});
+  Result<GateResult> c = run_regression_gate(base_doc, new_doc, {});
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_TRUE(c->cases.empty());
   EXPECT_EQ(c->only_in_base.size(), 1u);
@@ -305,7 +306,7 @@ TEST(CompareResults, NoMatchedCaseFailsNamingTheFieldsThatDiffer) {
   EXPECT_EQ(fields, (std::vector<std::string>{"fabric", "quantize", "tokens"}));
   EXPECT_EQ(c->identity_differences[1].base_values, std::vector<std::string>{"(none)"});
   EXPECT_EQ(c->identity_differences[2].new_values, std::vector<std::string>{"256"});
-  const std::string report = comparison_report(*c, {});
+  const std::string report = regression_gate_report(*c, {});
   EXPECT_NE(report.find("unchanged: 0 of 0 matched cases"), std::string::npos) << report;
   EXPECT_NE(report.find("  fabric: BASE shm; NEW libfabric:tcp\n"), std::string::npos) << report;
   EXPECT_NE(report.find("  quantize: BASE (none); NEW amax\n"), std::string::npos) << report;
@@ -315,16 +316,17 @@ TEST(CompareResults, NoMatchedCaseFailsNamingTheFieldsThatDiffer) {
       std::string::npos)
       << report;
 
-  CompareOptions allow;
+  GateOptions allow;
   allow.allow_unmatched = true;
-  Result<Comparison> allowed = compare_results(base_doc, new_doc, allow);
+  Result<GateResult> allowed = run_regression_gate(base_doc, new_doc, allow);
   ASSERT_TRUE(allowed.ok());
   EXPECT_EQ(allowed->exit_code(), 0);
-  EXPECT_NE(comparison_report(*allowed, allow).find("verdict: PASS"), std::string::npos);
-  EXPECT_NE(comparison_report(*allowed, allow).find("(allowed by --allow-unmatched)"), std::string::npos);
+  EXPECT_NE(regression_gate_report(*allowed, allow).find("verdict: PASS"), std::string::npos);
+  EXPECT_NE(regression_gate_report(*allowed, allow).find("(allowed by --allow-unmatched)"),
+            std::string::npos);
   // A failed check in NEW still fails under --allow-unmatched.
   next.check = CheckOutcome{false, 1, "row 0"};
-  Result<Comparison> failed = compare_results(base_doc, document({next}), allow);
+  Result<GateResult> failed = run_regression_gate(base_doc, document({next}), allow);
   ASSERT_TRUE(failed.ok());
   EXPECT_EQ(failed->exit_code(), 1);
 }
@@ -336,12 +338,12 @@ TEST(CompareResults, NoMatchedCaseWithTheSameValuesInOtherCombinations) {
   CaseResult b = make_case("combine", kTimes, 128);
   CaseResult c_case = make_case("dispatch", kTimes, 128);
   CaseResult d = make_case("combine", kTimes, 64);
-  Result<Comparison> c = compare_results(document({a, b}), document({c_case, d}), {});
+  Result<GateResult> c = run_regression_gate(document({a, b}), document({c_case, d}), {});
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->cases.empty());
   EXPECT_TRUE(c->identity_differences.empty());
   EXPECT_EQ(c->exit_code(), 1);
-  EXPECT_NE(comparison_report(*c, {}).find("in other combinations"), std::string::npos);
+  EXPECT_NE(regression_gate_report(*c, {}).find("in other combinations"), std::string::npos);
 }
 
 // docs/results.md 9.5: the report warns how many matched cases ran oversubscribed on each side, with the note
@@ -353,32 +355,33 @@ TEST(CompareResults, WarnsWhenASideRanOversubscribed) {
       Json{{"note", "4 ranks on 2 CPUs: timings measure the scheduler, not the transport"}};
   next.cases[0].result.oversubscribed = true;
   next.cases[1].result.oversubscribed = true;
-  Result<Comparison> c = compare_results(base, next, {});
+  Result<GateResult> c = run_regression_gate(base, next, {});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->oversubscribed_in_base, 0u);
   EXPECT_EQ(c->oversubscribed_in_new, 2u);
   EXPECT_EQ(c->exit_code(), 0);
-  const std::string report = comparison_report(*c, {});
+  const std::string report = regression_gate_report(*c, {});
   EXPECT_NE(report.find("# warning: NEW: 2 of 2 matched cases ran oversubscribed (4 ranks on 2 CPUs: timings "
                         "measure the scheduler, not the transport)"),
             std::string::npos)
       << report;
   EXPECT_EQ(report.find("# warning: BASE"), std::string::npos) << report;
-  Result<Comparison> neither = compare_results(base, base, {});
+  Result<GateResult> neither = run_regression_gate(base, base, {});
   ASSERT_TRUE(neither.ok());
-  EXPECT_EQ(comparison_report(*neither, {}).find("oversubscribed"), std::string::npos);
+  EXPECT_EQ(regression_gate_report(*neither, {}).find("oversubscribed"), std::string::npos);
 }
 
 TEST(CompareResults, RefusesEmptyDuplicateAndBadOptions) {
   const ResultsDocument doc = document({make_case("dispatch", kTimes)});
-  EXPECT_EQ(compare_results(document({}), doc, {}).status().message(),
+  EXPECT_EQ(run_regression_gate(document({}), doc, {}).status().message(),
             "BASE: results: empty results list, nothing to compare");
-  EXPECT_EQ(compare_results(doc, document({make_case("dispatch", kTimes), make_case("dispatch", kTimes)}), {})
-                .status()
-                .message(),
-            "NEW: results[1]: duplicate case dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=128");
-  EXPECT_FALSE(compare_results(doc, doc, {-0.1, 0.05, false}).ok());
-  EXPECT_FALSE(compare_results(doc, doc, {0.1, 0.0, false}).ok());
+  EXPECT_EQ(
+      run_regression_gate(doc, document({make_case("dispatch", kTimes), make_case("dispatch", kTimes)}), {})
+          .status()
+          .message(),
+      "NEW: results[1]: duplicate case dispatch/mpi/ht-rank-major/bf16 hidden=256 tokens=128");
+  EXPECT_FALSE(run_regression_gate(doc, doc, {-0.1, 0.05, false}).ok());
+  EXPECT_FALSE(run_regression_gate(doc, doc, {0.1, 0.0, false}).ok());
 }
 
 }  // namespace

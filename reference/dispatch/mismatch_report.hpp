@@ -2,7 +2,7 @@
 // 5, docs/results.md 9.1 `check`). Independent of MPI: each rank compares its own buffers and the harness
 // gathers the reports.
 //
-// A CompareReport counts mismatches and keeps the first one as (field, rank, source rank, source token,
+// A MismatchReport counts mismatches and keeps the first one as (field, rank, source rank, source token,
 // column, expected bits, actual bits). Counting rules: one per differing element (column) of a row, one
 // per differing scalar (count, index), one per structural fault (a size mismatch, an overlapping or
 // missing LL block, an unexpected src_info entry). Elements are compared as bit patterns, so NaN == NaN
@@ -37,10 +37,10 @@ struct Mismatch {
   std::string note;  // extra words for structural faults, empty otherwise
 };
 
-class CompareReport {
+class MismatchReport {
  public:
   void add(Mismatch mismatch);
-  void merge(const CompareReport& other);
+  void merge(const MismatchReport& other);
   bool ok() const { return mismatches_ == 0; }
   std::int64_t mismatches() const { return mismatches_; }
   const std::optional<Mismatch>& first() const { return first_; }
@@ -53,13 +53,13 @@ class CompareReport {
 };
 
 // Compares element bit patterns; element_bytes is 1, 2, 4 or 8. Sizes are in elements.
-void compare_rows_bits(CompareReport& report, std::string_view field, int rank,
+void compare_rows_bits(MismatchReport& report, std::string_view field, int rank,
                        std::span<const SourceToken> sources, const void* expected, std::size_t expected_elems,
                        const void* actual, std::size_t actual_elems, std::size_t element_bytes,
                        std::size_t row_width);
 
 template <typename T>
-void compare_rows(CompareReport& report, std::string_view field, int rank,
+void compare_rows(MismatchReport& report, std::string_view field, int rank,
                   std::span<const SourceToken> sources, std::span<const T> expected,
                   std::span<const T> actual, std::size_t row_width) {
   static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
@@ -69,7 +69,7 @@ void compare_rows(CompareReport& report, std::string_view field, int rank,
 
 // A flat array whose index is the column (counts, ranges): no source.
 template <typename T>
-void compare_array(CompareReport& report, std::string_view field, int rank, std::span<const T> expected,
+void compare_array(MismatchReport& report, std::string_view field, int rank, std::span<const T> expected,
                    std::span<const T> actual) {
   compare_rows<T>(report, field, rank, {}, expected, actual, expected.empty() ? 1 : expected.size());
 }

@@ -1,4 +1,4 @@
-#include "reference/dispatch/compare.hpp"
+#include "reference/dispatch/mismatch_report.hpp"
 
 #include <algorithm>
 
@@ -13,17 +13,17 @@ std::uint64_t load_bits(const void* base, std::size_t index, std::size_t element
 
 }  // namespace
 
-void CompareReport::add(Mismatch mismatch) {
+void MismatchReport::add(Mismatch mismatch) {
   if (!first_) first_ = std::move(mismatch);
   ++mismatches_;
 }
 
-void CompareReport::merge(const CompareReport& other) {
+void MismatchReport::merge(const MismatchReport& other) {
   if (!first_ && other.first_) first_ = other.first_;
   mismatches_ += other.mismatches_;
 }
 
-std::string CompareReport::to_string() const {
+std::string MismatchReport::to_string() const {
   if (ok()) return "ok";
   const Mismatch& m = *first_;
   std::string text = fmt::format(
@@ -33,7 +33,7 @@ std::string CompareReport::to_string() const {
   return text;
 }
 
-void compare_rows_bits(CompareReport& report, std::string_view field, int rank,
+void compare_rows_bits(MismatchReport& report, std::string_view field, int rank,
                        std::span<const SourceToken> sources, const void* expected, std::size_t expected_elems,
                        const void* actual, std::size_t actual_elems, std::size_t element_bytes,
                        std::size_t row_width) {

@@ -1,4 +1,4 @@
-#include "perf/results/results.hpp"
+#include "results/document.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -7,51 +7,14 @@
 #include <ctime>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "reference/common/version.hpp"
+#include "results/op_fields.hpp"
 
 namespace eps {
-
-double nearest_rank_percentile(std::span<const double> sorted, double p) {
-  const double n = static_cast<double>(sorted.size());
-  const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * n));
-  return sorted[std::clamp<std::size_t>(rank, 1, sorted.size()) - 1];
-}
-
-Result<SummaryStats> summarize(std::span<const double> samples) {
-  if (samples.empty()) return invalid_argument("times_us", "needs at least one repetition, got none");
-  for (std::size_t i = 0; i < samples.size(); ++i) {
-    if (!std::isfinite(samples[i])) {
-      return invalid_argument(fmt::format("times_us[{}]", i), "must be a finite time, got {}", samples[i]);
-    }
-  }
-  std::vector<double> sorted(samples.begin(), samples.end());
-  std::sort(sorted.begin(), sorted.end());
-  SummaryStats s;
-  s.min = sorted.front();
-  s.max = sorted.back();
-  s.p10 = nearest_rank_percentile(sorted, 10);
-  s.p50 = nearest_rank_percentile(sorted, 50);
-  s.p90 = nearest_rank_percentile(sorted, 90);
-  s.p99 = nearest_rank_percentile(sorted, 99);
-  double sum = 0;
-  for (double v : samples) sum += v;
-  s.mean = sum / static_cast<double>(samples.size());
-  if (samples.size() > 1) {
-    double squares = 0;
-    for (double v : samples) squares += (v - s.mean) * (v - s.mean);
-    s.stdev = std::sqrt(squares / static_cast<double>(samples.size() - 1));
-  }
-  return s;
-}
-
-double bandwidth_gbps(double bytes, double time_us) { return time_us > 0 ? bytes / (time_us * 1e3) : 0.0; }
-
-double ceiling_ratio(double ceiling_us, double case_p50_us) {
-  return ceiling_us > 0 && case_p50_us > 0 ? ceiling_us / case_p50_us : 0.0;
-}
 
 std::string utc_timestamp(std::chrono::system_clock::time_point time) {
   const std::time_t t = std::chrono::system_clock::to_time_t(time);
@@ -129,10 +92,12 @@ Result<Json> case_to_json(const CaseResult& c) {
                           {"ratio", ceiling_ratio(c.ceiling->us, stats.p50)},
                           {"kind", c.ceiling->kind}};
   }
-  for (const auto& [key, value] : c.extra.items()) {
-    if (out.contains(key))
-      return invalid_argument("extra", "'{}' would overwrite a standard case field", key);
-    out[key] = value;
+  if (const Status fields = check_op_fields(c.op, c.extra); !fields.ok()) {
+    throw std::logic_error(fmt::format(
+        "results: a case of op '{}' with a bad op field, a programming error: {}", c.op, fields.message()));
+  }
+  if (c.extra.is_object()) {
+    for (const auto& [key, value] : c.extra.items()) out[key] = value;
   }
   return out;
 }

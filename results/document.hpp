@@ -18,9 +18,7 @@
 // node of the run (perf/bench/oversubscription.hpp: host, ranks, proxy_threads, cpus, note); absent (read as
 // null) in files of older builds.
 //
-// Statistics (`summarize`): percentiles are nearest-rank: pX is the ceil(X/100 * n)-th smallest sample
-// (1-based; p0 would be the minimum); mean is the arithmetic mean; stdev is the sample standard deviation
-// (n - 1 in the denominator; 0 for one sample). Empty input or a non-finite sample is kInvalidArgument.
+// Statistics (`summarize`, results/statistics.hpp) give the `stats` of every case.
 //
 // `ResultsWriter` keeps the document in memory and rewrites the whole file atomically (temp + rename)
 // when it starts and after every case, so a run that crashes keeps the cases finished so far. Only one
@@ -36,35 +34,16 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "impls/runtime/json_io.hpp"
 #include "reference/common/status.hpp"
+#include "results/statistics.hpp"
 
 namespace eps {
 
 inline constexpr int kResultsSchemaVersion = 1;
-
-struct SummaryStats {
-  double min = 0;
-  double p10 = 0;
-  double p50 = 0;
-  double p90 = 0;
-  double p99 = 0;
-  double max = 0;
-  double mean = 0;
-  double stdev = 0;
-  friend bool operator==(const SummaryStats&, const SummaryStats&) = default;
-};
-
-// The nearest-rank percentile `p` in (0, 100] of ascending `sorted` (non-empty).
-double nearest_rank_percentile(std::span<const double> sorted, double p);
-Result<SummaryStats> summarize(std::span<const double> samples);
-
-// Gigabytes (1e9 B) per second for `bytes` moved in `time_us` microseconds; 0 when time_us <= 0.
-double bandwidth_gbps(double bytes, double time_us);
 
 struct CheckOutcome {
   bool passed = true;
@@ -81,10 +60,6 @@ struct Ceiling {
   friend bool operator==(const Ceiling&, const Ceiling&) = default;
 };
 
-// gbps = algo bytes / ceiling us; ratio = ceiling us / case p50 (0 when either time is 0): below 1, the case
-// is slower than the ceiling.
-double ceiling_ratio(double ceiling_us, double case_p50_us);
-
 struct CaseResult {
   std::string op;                                           // "dispatch", "combine", "roundtrip", ...
   std::string transport;                                    // registry name, e.g. "mpi"
@@ -95,8 +70,8 @@ struct CaseResult {
   // preset, ... as text. Two cases are the same case only when op, transport, mode, dtype, sizes and every
   // identity entry match.
   std::map<std::string, std::string> identity;
-  // Op-specific fields, written into the case object as they are (e.g. "phases_us" of a layer step); never
-  // one of the keys above.
+  // Op-specific fields, written into the case object as they are (e.g. "phases_us" of a layer step): only
+  // those the schema declares for `op` (results/op_fields.hpp, docs/results.md 9.6).
   Json extra = Json::object();
   std::vector<double> times_us;  // per repetition, max over ranks
   double algo_bytes = 0;         // docs/dispatch.md 5.6, of the slowest rank
@@ -128,6 +103,8 @@ std::string utc_timestamp(std::chrono::system_clock::time_point time);
 // suite_version and git_sha of this build, start_time now.
 RunHeader make_run_header(std::vector<std::string> argv, Json platform, Json config);
 
+// The case object of the document. A case whose `extra` fails check_op_fields (an undeclared key, a field
+// every case has, a value of the wrong shape) is a programming error: std::logic_error naming the field.
 Result<Json> case_to_json(const CaseResult& result);
 
 class ResultsWriter {

@@ -1,4 +1,4 @@
-#include "harness/results/compare.hpp"
+#include "results/regression_gate.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -9,86 +9,6 @@
 #include <fmt/format.h>
 
 namespace eps {
-namespace {
-
-// counts[u] = number of orderings of m values of one sample and n of the other with U = u.
-std::vector<double> u_distribution(std::size_t m, std::size_t n) {
-  // table[i][j] holds the distribution for (i, j); built row by row over i with j growing.
-  std::vector<std::vector<std::vector<double>>> table(m + 1, std::vector<std::vector<double>>(n + 1));
-  for (std::size_t i = 0; i <= m; ++i) {
-    for (std::size_t j = 0; j <= n; ++j) {
-      std::vector<double>& counts = table[i][j];
-      counts.assign(i * j + 1, 0.0);
-      if (i == 0 || j == 0) {
-        counts[0] = 1;
-        continue;
-      }
-      // The largest pooled value is from the first sample (it beats all j others) or from the second.
-      for (std::size_t u = 0; u < table[i - 1][j].size(); ++u) counts[u + j] += table[i - 1][j][u];
-      for (std::size_t u = 0; u < table[i][j - 1].size(); ++u) counts[u] += table[i][j - 1][u];
-    }
-  }
-  return table[m][n];
-}
-
-bool pooled_has_ties(std::span<const double> a, std::span<const double> b) {
-  std::vector<double> pooled(a.begin(), a.end());
-  pooled.insert(pooled.end(), b.begin(), b.end());
-  std::sort(pooled.begin(), pooled.end());
-  return std::adjacent_find(pooled.begin(), pooled.end()) != pooled.end();
-}
-
-double exact_p(std::size_t m, std::size_t n, double u) {
-  const std::vector<double> counts = u_distribution(m, n);
-  double total = 0, at_most = 0, at_least = 0;
-  const auto whole_u = static_cast<std::size_t>(u);  // no ties: U is an integer
-  for (std::size_t k = 0; k < counts.size(); ++k) {
-    total += counts[k];
-    if (k <= whole_u) at_most += counts[k];
-    if (k >= whole_u) at_least += counts[k];
-  }
-  return std::min(1.0, 2.0 * std::min(at_most, at_least) / total);
-}
-
-double normal_p(std::span<const double> a, std::span<const double> b, double u) {
-  const double m = static_cast<double>(a.size()), n = static_cast<double>(b.size());
-  const double big_n = m + n;
-  std::vector<double> pooled(a.begin(), a.end());
-  pooled.insert(pooled.end(), b.begin(), b.end());
-  std::sort(pooled.begin(), pooled.end());
-  double tie_sum = 0;
-  for (std::size_t i = 0; i < pooled.size();) {
-    std::size_t j = i;
-    while (j < pooled.size() && pooled[j] == pooled[i]) ++j;
-    const double t = static_cast<double>(j - i);
-    tie_sum += t * t * t - t;
-    i = j;
-  }
-  const double variance = m * n / 12.0 * ((big_n + 1) - tie_sum / (big_n * (big_n - 1)));
-  if (!(variance > 0)) return 1.0;
-  const double z = std::max(0.0, std::abs(u - m * n / 2.0) - 0.5) / std::sqrt(variance);
-  return std::min(1.0, std::erfc(z / std::sqrt(2.0)));
-}
-
-}  // namespace
-
-Result<MannWhitney> mann_whitney_u(std::span<const double> first, std::span<const double> second) {
-  if (first.empty() || second.empty()) {
-    return invalid_argument("times_us",
-                            "Mann-Whitney U needs at least one repetition in each sample, got {} and {}",
-                            first.size(), second.size());
-  }
-  MannWhitney result;
-  for (double a : first) {
-    for (double b : second) result.u += a > b ? 1.0 : (a == b ? 0.5 : 0.0);
-  }
-  result.exact =
-      first.size() <= kExactLimit && second.size() <= kExactLimit && !pooled_has_ties(first, second);
-  result.p_value =
-      result.exact ? exact_p(first.size(), second.size(), result.u) : normal_p(first, second, result.u);
-  return result;
-}
-
 std::string case_key(const CaseResult& c) {
   std::vector<std::pair<std::string, std::int64_t>> sizes = c.sizes;
   std::sort(sizes.begin(), sizes.end());
@@ -109,12 +29,12 @@ Result<double> parse_fraction(std::string_view text, std::string_view field) {
   return percent ? value / 100.0 : value;
 }
 
-std::size_t Comparison::count(Verdict verdict) const {
+std::size_t GateResult::count(Verdict verdict) const {
   return static_cast<std::size_t>(std::count_if(
       cases.begin(), cases.end(), [&](const CaseComparison& c) { return c.verdict == verdict; }));
 }
 
-int Comparison::exit_code() const {
+int GateResult::exit_code() const {
   return count(Verdict::kRegression) > 0 || !failed_checks.empty() || nothing_matched() ? 1 : 0;
 }
 
@@ -195,7 +115,7 @@ std::string oversubscribed_note(const ResultsDocument& doc) {
 }
 
 Result<CaseComparison> compare_case(const std::string& key, const CaseResult& base, const CaseResult& next,
-                                    const CompareOptions& options) {
+                                    const GateOptions& options) {
   CaseComparison out;
   out.key = key;
   EPS_ASSIGN_OR_RETURN(SummaryStats base_stats, summarize(base.times_us));
@@ -216,15 +136,15 @@ Result<CaseComparison> compare_case(const std::string& key, const CaseResult& ba
 
 }  // namespace
 
-Result<Comparison> compare_results(const ResultsDocument& base, const ResultsDocument& next,
-                                   const CompareOptions& options) {
+Result<GateResult> run_regression_gate(const ResultsDocument& base, const ResultsDocument& next,
+                                       const GateOptions& options) {
   if (!(options.threshold >= 0 && options.threshold <= 10)) {
     return invalid_argument("--threshold", "must be in [0%, 1000%], got {}%", options.threshold * 100);
   }
   if (!(options.alpha > 0 && options.alpha <= 1)) {
     return invalid_argument("--alpha", "must be in (0, 1], got {}", options.alpha);
   }
-  Comparison out;
+  GateResult out;
   EPS_ASSIGN_OR_RETURN(out.base_fingerprint, fingerprint_of(base, "BASE"));
   EPS_ASSIGN_OR_RETURN(out.new_fingerprint, fingerprint_of(next, "NEW"));
   if (out.base_fingerprint != out.new_fingerprint && !options.force) {
@@ -261,7 +181,7 @@ Result<Comparison> compare_results(const ResultsDocument& base, const ResultsDoc
 
 namespace {
 
-std::string case_rows(const Comparison& comparison, Verdict verdict) {
+std::string case_rows(const GateResult& comparison, Verdict verdict) {
   std::string out;
   for (const CaseComparison& c : comparison.cases) {
     if (c.verdict != verdict) continue;
@@ -271,7 +191,7 @@ std::string case_rows(const Comparison& comparison, Verdict verdict) {
   return out;
 }
 
-std::string section(const Comparison& comparison, Verdict verdict, std::string_view title) {
+std::string section(const GateResult& comparison, Verdict verdict, std::string_view title) {
   const std::size_t n = comparison.count(verdict);
   if (n == 0) return fmt::format("{}: none\n", title);
   return fmt::format("{} ({}):\n  {:>12} {:>12} {:>8} {:>10} {:>6}  {}\n{}", title, n, "base p50 us",
@@ -294,7 +214,7 @@ std::string value_list(const std::vector<std::string>& values) {
 }
 
 // Why nothing matched: the fields whose values differ, one line each.
-std::string unmatched_section(const Comparison& comparison) {
+std::string unmatched_section(const GateResult& comparison) {
   if (!comparison.cases.empty()) return "";
   if (comparison.identity_differences.empty()) {
     return "no case matched: every identity field takes the same values in both files, but in other "
@@ -316,7 +236,7 @@ std::string oversubscription_warning(std::string_view which, std::size_t oversub
                      which, oversubscribed, matched, note.empty() ? "" : " (" + note + ")");
 }
 
-std::string verdict_line(const Comparison& comparison) {
+std::string verdict_line(const GateResult& comparison) {
   std::string reasons = fmt::format("{} regression(s), {} failed check(s)",
                                     comparison.count(Verdict::kRegression), comparison.failed_checks.size());
   if (comparison.cases.empty()) {
@@ -333,7 +253,7 @@ std::string verdict_line(const Comparison& comparison) {
 
 }  // namespace
 
-std::string comparison_report(const Comparison& comparison, const CompareOptions& options) {
+std::string regression_gate_report(const GateResult& comparison, const GateOptions& options) {
   std::string out = fmt::format("# epsuite compare: threshold {:g}%, alpha {:g}, two-sided Mann-Whitney U\n",
                                 options.threshold * 100, options.alpha);
   if (comparison.base_fingerprint == comparison.new_fingerprint) {

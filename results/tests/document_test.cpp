@@ -1,6 +1,6 @@
 // Results documents (docs/results.md 9.1): statistics against hand-computed values, atomic rewriting after
 // every case, the reader's refusals (exit 2), and validation of a produced document against the JSON schema.
-#include "perf/results/results.hpp"
+#include "results/document.hpp"
 
 #include <unistd.h>
 
@@ -293,6 +293,28 @@ TEST_F(ResultsFile, ReaderIgnoresUnknownKeys) {
   Result<ResultsDocument> doc = parse_results(extended, "x.json");
   ASSERT_TRUE(doc.ok()) << doc.status().message();
   EXPECT_EQ(doc->cases.size(), 1u);
+}
+
+// docs/results.md 9.6: an op's declared fields are schema-valid; a key the schema does not declare for the
+// case's op is not (the writer refuses to write one: op_fields_test.cpp).
+TEST_F(ResultsFile, OpFieldsAreDeclaredByTheSchema) {
+  CaseResult layer = unchecked_case();
+  layer.op = "layer";
+  layer.extra = Json{
+      {"tokens_per_s", 1000.0},
+      {"phases_us", {{"route", 1.0}, {"dispatch", 2.0}, {"expert", 3.0}, {"combine", 4.0}, {"shared", 5.0}}}};
+  ResultsWriter writer(path("layer.json"), header());
+  ASSERT_TRUE(writer.add_case(layer).ok());
+  ASSERT_TRUE(writer.add_case(checked_case()).ok());
+  EXPECT_EQ(validate(path("layer.json")), 0) << "needs python3-jsonschema (ci/setup)";
+  Json undeclared = writer.document();
+  undeclared["results"][0]["tokens_per_second"] = 3.0;
+  write("undeclared.json", undeclared.dump());
+  EXPECT_EQ(validate(path("undeclared.json")), 1);
+  Json foreign_op = writer.document();
+  foreign_op["results"][1]["tokens_per_s"] = 3.0;  // a layer field on a dispatch case
+  write("foreign_op.json", foreign_op.dump());
+  EXPECT_EQ(validate(path("foreign_op.json")), 1);
 }
 
 TEST_F(ResultsFile, ProducedDocumentIsValidAgainstTheSchema) {

@@ -1,12 +1,12 @@
-// The regression gate of docs/results.md 9.2: two results documents (docs/results.md 9.1) compared case by
-// case.
+// The regression gate of docs/results.md 9.2 (`epsuite compare`): two results documents (docs/results.md 9.1)
+// judged case by case.
 //
 // Cases are matched by `case_key`, the whole case identity of docs/results.md 9.3: op, transport, mode,
 // dtype, every size (sorted by name), then every identity entry (sorted by name), e.g.
 // "dispatch/direct/ll/bf16 hidden=256 tokens=128 chaos=off fabric=shm seed=1 signal=fabric-order ...". Cases
 // whose identities differ in anything (direct over shm versus direct over libfabric:shm) are never compared.
-// A case's median is the nearest-rank p50 of its repetition times (the `stats.p50` of results.hpp). ratio =
-// new median / base median ("worse" = a larger time). A case
+// A case's median is the nearest-rank p50 of its repetition times (the `stats.p50` of results/document.hpp).
+// ratio = new median / base median ("worse" = a larger time). A case
 //   regresses  when ratio > 1 + threshold and the two-sided Mann–Whitney U p-value < alpha;
 //   improves   when ratio < 1 - threshold and p < alpha;
 //   is unchanged otherwise.
@@ -21,12 +21,7 @@
 // oversubscribed there (their times measure the scheduler, not the transport), with the document's note; it
 // does not change the verdict.
 //
-// Mann–Whitney U (two-sided): U = #{(a, b): a > b} + 0.5 #{(a, b): a == b} over BASE x NEW. When both
-// samples have at most kExactLimit values and the pooled sample has no ties, p is exact: the null
-// distribution of U is counted with the recurrence N(m, n, u) = N(m-1, n, u-n) + N(m, n-1, u) over the
-// C(m+n, m) equally likely orderings, and p = min(1, 2 min(P(U <= u), P(U >= u))). Otherwise the normal
-// approximation with tie correction, sigma^2 = m n / 12 ((N + 1) - sum(t^3 - t) / (N (N - 1))), and
-// continuity correction, z = (|U - m n / 2| - 0.5) / sigma, p = erfc(z / sqrt 2) (p = 1 when sigma = 0).
+// The test is the two-sided Mann–Whitney U of results/statistics.hpp.
 //
 // Errors (kInvalidArgument, exit 2): documents with different platform fingerprints unless `force`
 // ("fingerprints differ: ... use --force"), an empty results list, a duplicate case key, a case with no
@@ -34,32 +29,22 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "perf/results/results.hpp"
 #include "reference/common/status.hpp"
+#include "results/document.hpp"
+#include "results/statistics.hpp"
 
 namespace eps {
-
-inline constexpr std::size_t kExactLimit = 20;
-
-struct MannWhitney {
-  double u = 0;        // U of the first sample
-  double p_value = 1;  // two-sided
-  bool exact = false;  // exact distribution (true) or normal approximation
-};
-
-Result<MannWhitney> mann_whitney_u(std::span<const double> first, std::span<const double> second);
 
 std::string case_key(const CaseResult& c);
 
 // "10%" -> 0.10, "0.1" -> 0.1; kInvalidArgument naming `field` otherwise.
 Result<double> parse_fraction(std::string_view text, std::string_view field);
 
-struct CompareOptions {
+struct GateOptions {
   double threshold = 0.10;
   double alpha = 0.05;
   bool force = false;            // compare even when the fingerprints differ
@@ -84,7 +69,7 @@ struct IdentityDifference {
   std::vector<std::string> new_values;
 };
 
-struct Comparison {
+struct GateResult {
   std::string base_fingerprint;
   std::string new_fingerprint;
   std::vector<CaseComparison> cases;  // in the order of NEW
@@ -97,18 +82,18 @@ struct Comparison {
   std::size_t oversubscribed_in_new = 0;
   std::string base_oversubscribed_note;
   std::string new_oversubscribed_note;
-  bool allow_unmatched = false;  // CompareOptions::allow_unmatched
+  bool allow_unmatched = false;  // GateOptions::allow_unmatched
   std::size_t count(Verdict verdict) const;
   // No case matched and that is not allowed.
   bool nothing_matched() const { return cases.empty() && !allow_unmatched; }
   int exit_code() const;
 };
 
-Result<Comparison> compare_results(const ResultsDocument& base, const ResultsDocument& next,
-                                   const CompareOptions& options);
+Result<GateResult> run_regression_gate(const ResultsDocument& base, const ResultsDocument& next,
+                                       const GateOptions& options);
 
 // The report printed by `epsuite compare`: the regressions, the improvements, the unchanged count, the
 // unmatched cases, failed checks and a one-line verdict.
-std::string comparison_report(const Comparison& comparison, const CompareOptions& options);
+std::string regression_gate_report(const GateResult& comparison, const GateOptions& options);
 
 }  // namespace eps
