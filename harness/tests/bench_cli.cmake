@@ -56,8 +56,9 @@ elseif(CASE STREQUAL "eplb")
            -c --json ${json})
 elseif(CASE STREQUAL "shared-gpu")
   # Run with EPS_DEVICE_PLUGIN_DIR at the host test plugin (a `cuda` backend on host memory, one "GPU" at one
-  # PCI address): both ranks get that GPU, and the header must say that they share it.
-  set(args dispatch --transport direct --fabric shm --device cuda --preset smoke --tokens 64 -n 2 -w 1 -c
+  # PCI address): both ranks get that GPU, and the header must say that they share it. direct runs GPU-resident
+  # on it, over ipc (docs/devices.md 12.9).
+  set(args dispatch --transport direct --fabric ipc --device cuda --preset smoke --tokens 64 -n 2 -w 1 -c
            --json ${json})
 elseif(CASE STREQUAL "proxy-affinity")
   # Each rank bound to one core: the proxy's 4 threads would share it, and the header must say so.
