@@ -77,16 +77,22 @@ std::string_view scale_mode_name(Fp8ScaleMode mode) {
   return mode == Fp8ScaleMode::kRoundScale ? "round-scale" : "amax";
 }
 
+// `name` with every character GoogleTest does not take in a test name replaced by '_' ("plugin:x-y" ->
+// "plugin_x_y").
+std::string test_identifier(std::string name) {
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name;
+}
+
 std::string case_name(const testing::TestParamInfo<Case>& info) {
   std::string name =
       fmt::format("{}_{}_{}_{}_{}", info.param.transport, transport::layout_name(info.param.contract.layout),
                   combine_tree_name(info.param.contract.tree), transport::dtype_name(info.param.dtype),
                   info.param.workload);
   if (info.param.quantize) name += fmt::format("_quantize_{}", scale_mode_name(*info.param.quantize));
-  for (char& ch : name) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  return name;
+  return test_identifier(std::move(name));
 }
 
 const transport::Capabilities& declared(const std::string& name) {
@@ -163,7 +169,7 @@ bool selected_by_name(const std::string& name) {
   }                                                                          \
   EPS_ASSERT_OK((made).status())
 
-void expect_ok(const dispatch::CompareReport& report, std::string_view what) {
+void expect_ok(const dispatch::MismatchReport& report, std::string_view what) {
   EXPECT_TRUE(report.ok()) << what << ": " << report.to_string();
 }
 
@@ -200,13 +206,13 @@ Status finish_round(transport::Transport& t, const Case& c, Round& round) {
   return t.combine(*round.handle, in, {round.out, round.combined_weights});
 }
 
-void check_round(const Case& c, const Round& round, std::string_view label, bool ll_ordered) {
+void check_round(const Case& c, const Round& round, std::string_view label, bool fixed_order) {
   const int rank = mpi::rank();
   expect_ok(check_layout(round.problem, rank, round.handle->layout()),
             fmt::format("{}: layout (docs/dispatch.md 5.1)", label));
-  expect_ok(check_dispatch(round.problem, rank, round.buffers, round.handle->num_recv_rows(), ll_ordered),
+  expect_ok(check_dispatch(round.problem, rank, round.buffers, round.handle->num_recv_rows(), fixed_order),
             fmt::format("{}: {} dispatch", label, transport::layout_name(c.contract.layout)));
-  Result<dispatch::CompareReport> combined =
+  Result<dispatch::MismatchReport> combined =
       check_combine(round.problem, rank, c.contract.tree, c.contract.tree != CombineTree::kLlWeighted,
                     round.out, round.combined_weights);
   ASSERT_TRUE(combined.ok()) << combined.status().message();
@@ -225,7 +231,7 @@ TEST_P(TransportContract, DispatchCombineAndCachedDispatch) {
   Result<std::unique_ptr<transport::Transport>> made = make(c.transport, shape);
   EPS_MAKE_OR_SKIP(made, c.transport);
   transport::Transport& t = **made;
-  const bool ordered = t.capabilities().ll_ordered;
+  const bool ordered = t.capabilities().fixed_order(c.contract.layout);
 
   Result<Round> round = start_round(t, c, shape, 0);
   EPS_ASSERT_OK(round.status());
@@ -257,7 +263,7 @@ TEST_P(TransportRobustness, BackToBackRoundsAndInterleaving) {
   Result<std::unique_ptr<transport::Transport>> made = make(c.transport, shape);
   EPS_MAKE_OR_SKIP(made, c.transport);
   transport::Transport& t = **made;
-  const bool ordered = t.capabilities().ll_ordered;
+  const bool ordered = t.capabilities().fixed_order(c.contract.layout);
 
   constexpr int kRounds = 64;
   std::vector<Round> rounds;
@@ -371,7 +377,9 @@ TEST_P(TransportInput, RejectsUnknownScaleMode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportInput, testing::ValuesIn(selected_transports()),
-                         [](const testing::TestParamInfo<std::string>& info) { return info.param; });
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return test_identifier(info.param);
+                         });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportInput);
 
 // A contract a transport does not declare is refused when asked for (kInvalidArgument), never half-run.
@@ -410,12 +418,8 @@ TEST_P(UndeclaredContract, DispatchIsRefused) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, UndeclaredContract, testing::ValuesIn(undeclared_layouts()),
                          [](const testing::TestParamInfo<Undeclared>& info) {
-                           std::string name = info.param.transport + "_" +
-                                              std::string(transport::layout_name(info.param.layout));
-                           for (char& ch : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return name;
+                           return test_identifier(info.param.transport + "_" +
+                                                  std::string(transport::layout_name(info.param.layout)));
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(UndeclaredContract);
 
@@ -466,8 +470,8 @@ TEST(NegativeControl, FabricOrderOnTheChaosFabricIsCaught) {
       const bool dispatch_ok =
           check_dispatch(round->problem, mpi::rank(), round->buffers, round->handle->num_recv_rows(), true)
               .ok();
-      Result<dispatch::CompareReport> combined = check_combine(round->problem, mpi::rank(), c.contract.tree,
-                                                               false, round->out, round->combined_weights);
+      Result<dispatch::MismatchReport> combined = check_combine(round->problem, mpi::rank(), c.contract.tree,
+                                                                false, round->out, round->combined_weights);
       EPS_ASSERT_OK(combined.status());
       if (!dispatch_ok || !combined->ok()) ++wrong_rounds;
     }
