@@ -116,7 +116,7 @@ std::uint64_t run_calls(const Case& c, device::Device& device, device::CopyLedge
   DispatchBuffers cached(c.layout, shape);
   const Status status = t->dispatch_cached(*trip.handle, renewed->input(), cached.view());
   EXPECT_TRUE(status.ok()) << status.message();
-  const dispatch::CompareReport again = check_dispatch(*renewed, rank, cached, trip.rows, true);
+  const dispatch::MismatchReport again = check_dispatch(*renewed, rank, cached, trip.rows, true);
   EXPECT_TRUE(again.ok()) << again.to_string();
   const auto tokens = static_cast<std::uint64_t>(renewed->plan().num_tokens(rank));
   const auto rows = static_cast<std::uint64_t>(trip.rows);
