@@ -43,7 +43,8 @@ class LedgerProbe final : public transport::Transport {
   std::string_view staging() const override { return inner_->staging(); }
   transport::WireBytes wire_bytes() const override { return inner_->wire_bytes(); }
 
-  Result<std::unique_ptr<transport::DispatchHandle>> dispatch(Layout layout, const transport::DispatchInput& in,
+  Result<std::unique_ptr<transport::DispatchHandle>> dispatch(Layout layout,
+                                                              const transport::DispatchInput& in,
                                                               const transport::DispatchOutput& out) override {
     const device::CopyLedger before = device_.copy_ledger();
     auto made = inner_->dispatch(layout, in, out);
@@ -100,12 +101,13 @@ std::uint64_t run_calls(const Case& c, device::Device& device, device::CopyLedge
   config.memory = transport::MemoryKind::kDevice;
   fabric::FabricSelection selection;
   selection.fabric = c.fabric;
-  Result<std::unique_ptr<transport::Transport>> made = transport::make_transport(c.transport, config, selection);
+  Result<std::unique_ptr<transport::Transport>> made =
+      transport::make_transport(c.transport, config, selection);
   EXPECT_TRUE(made.ok()) << made.status().message();
   if (!made.ok()) return 0;
   EXPECT_EQ((*made)->staging(), c.staging);
-  std::unique_ptr<transport::Transport> t = mirror_through_device(
-      std::make_unique<LedgerProbe>(std::move(made).value(), device, ledger), device);
+  std::unique_ptr<transport::Transport> t =
+      mirror_through_device(std::make_unique<LedgerProbe>(std::move(made).value(), device, ledger), device);
   const RoundTrip trip = expect_round_trip(*t, shape, c.layout, c.tree);
   EXPECT_NE(trip.handle, nullptr);
   if (trip.handle == nullptr) return 0;
@@ -141,7 +143,8 @@ TEST_P(Resident, OutputsMatchTheReferenceAndOnlyIndexBytesCross) {
 TEST(ResidentBaseline, StagedMpiCopiesEveryTokenByte) {
   std::unique_ptr<device::Device> device = make_isolated_device();
   device::CopyLedger ledger;
-  const Case c{"mpi", "auto", Layout::kHtRankMajor, CombineTree::kHtRank, dispatch::PayloadType::kBf16, "host"};
+  const Case c{"mpi", "auto", Layout::kHtRankMajor, CombineTree::kHtRank, dispatch::PayloadType::kBf16,
+               "host"};
   const std::uint64_t token_bytes = run_calls(c, *device, ledger);
   EXPECT_GE(ledger.bytes(), token_bytes) << ledger.copies() << " copies";
 }
