@@ -147,9 +147,9 @@ def test_eplb(mpirun, epsuite, results_schema, tmp_path):
 def test_shared_gpu(mpirun, epsuite, build, results_schema, tmp_path):
     """Two ranks on one GPU (the host test plugin of impls/device/gpu/tests standing in for `cuda`, one "GPU" at
     one PCI address): the header says that they share it; 64 tokens, 0 wrong; platform.ranks[].device names the
-    cuda device."""
+    cuda device. direct runs GPU-resident on it, over ipc (docs/devices.md 12.9)."""
     json_path = tmp_path / "out.json"
-    result = mpirun(2, epsuite, "bench", "dispatch", "--transport", "direct", "--fabric", "shm", "--device", "cuda",
+    result = mpirun(2, epsuite, "bench", "dispatch", "--transport", "direct", "--fabric", "ipc", "--device", "cuda",
                     "--preset", "smoke", "--tokens", "64", "-n", "2", "-w", "1", "-c", "--json", json_path,
                     env={"EPS_DEVICE_PLUGIN_DIR": build.device_test_plugin_dir})
     assert result.returncode == 0, f"bench exited {result.returncode}"

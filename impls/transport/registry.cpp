@@ -112,9 +112,11 @@ Result<std::vector<std::string>> select_transports(std::string_view text) {
 Result<std::string> resolve_transport(std::string_view name) { return mutable_registry().resolve(name); }
 
 fabric::FabricSelection with_region_memory(const TransportConfig& config, fabric::FabricSelection selection) {
-  const bool registers = config.memory == MemoryKind::kDevice && config.device != nullptr &&
-                         config.device->host_accessible() &&
-                         config.device->hmem_interface() != device::HmemInterface::kNone;
+  // A device the host cannot address: its memory holds the regions where the fabric can (ipc), so that a
+  // GPU-resident data path (docs/devices.md 12.9) writes them; a fabric that cannot keeps host memory.
+  const bool registers =
+      config.memory == MemoryKind::kDevice && config.device != nullptr &&
+      (!config.device->host_accessible() || config.device->hmem_interface() != device::HmemInterface::kNone);
   selection.memory_device = registers ? config.device : nullptr;
   return selection;
 }

@@ -86,9 +86,10 @@ Result<std::string> resolve_transport(std::string_view name);
 // The selection a fabric-based transport is made with: `selection` with memory_device set to config.device
 // when the fabric's regions should live in that device's memory and be registered with the NIC as such
 // (FabricConfig::memory_device): the caller's buffers are device memory (config.memory kDevice) of a device
-// with an FI_HMEM interface whose memory the host addresses, because the data path of the fabric-based
-// transports (pack, unpack, signals) runs on the host. A GPU's memory is not handed to the fabric: those
-// transports stage it through host memory (transport.hpp "Memory").
+// with an FI_HMEM interface whose memory the host addresses, or of a device the host cannot address (a GPU,
+// cpu-isolated), whose memory the ipc fabric's regions then use so that `direct` runs GPU-resident
+// (docs/devices.md 12.9); fabrics that cannot hold them there keep host memory, and `proxy` drops the device
+// (it stages, transport.hpp "Memory").
 fabric::FabricSelection with_region_memory(const TransportConfig& config, fabric::FabricSelection selection);
 
 // Creates the transport `name` (resolved first, see above; kInvalidArgument for an unknown name).

@@ -62,8 +62,9 @@
 // Memory (docs/devices.md): with config.memory = kHost every span is host memory; with kDevice every span is
 // memory of config.device (the backend declares the kinds it takes in `Capabilities::memory`). A transport
 // runs its data path (pack, unpack, combine reductions) as kernels of a Device: config.device when the host
-// can address its memory (the `cpu` device), otherwise its own `cpu` device on host copies of the caller's
-// buffers, staged through host memory around every call (`staging()` says which).
+// can address its memory (the `cpu` device) or when the transport runs GPU-resident (`direct` over `ipc`,
+// docs/devices.md 12.9: only index arrays cross), otherwise its own `cpu` device on host copies of the
+// caller's buffers, staged through host memory around every call (`staging()` says which).
 #pragma once
 
 #include <mpi.h>

@@ -1,7 +1,8 @@
 // Staging through host memory (transport.hpp "Memory", docs/devices.md): a transport whose device memory the
 // host cannot address copies the caller's buffers to host memory and back around every call. A `cpu` device
-// that claims to be such a device takes that path here; every output is checked bit-exactly against
-// reference/dispatch, as the conformance suite checks the unstaged path.
+// that claims to be such a device takes that path here (mpi; direct runs GPU-resident over ipc on it instead,
+// docs/devices.md 12.9); every output is checked bit-exactly against reference/dispatch, as the conformance
+// suite checks the unstaged path.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +26,7 @@ struct Case {
   Layout layout;
   CombineTree tree;
   dispatch::PayloadType dtype;
+  const char* staging = "host";  // direct runs GPU-resident over ipc instead (docs/devices.md 12.9): "none"
 };
 
 class Staging : public ::testing::TestWithParam<Case> {};
@@ -38,14 +40,15 @@ std::unique_ptr<device::Device> make_staged_device() {
 
 // Transport `name` with its buffers in `staged` memory (mirrored there around every call).
 std::unique_ptr<transport::Transport> make_staged_transport(const char* name, const ProblemShape& shape,
-                                                            device::Device& staged) {
+                                                            device::Device& staged,
+                                                            std::string_view staging = "host") {
   transport::TransportConfig config = transport_config(shape, mpitest::timeout_seconds());
   config.device = &staged;
   config.memory = transport::MemoryKind::kDevice;
   Result<std::unique_ptr<transport::Transport>> made = transport::make_transport(name, config, {});
   EXPECT_TRUE(made.ok()) << made.status().message();
   if (!made.ok()) return nullptr;
-  EXPECT_EQ((*made)->staging(), "host");
+  EXPECT_EQ((*made)->staging(), staging);
   return mirror_through_device(std::move(made).value(), staged);
 }
 
@@ -53,7 +56,7 @@ TEST_P(Staging, EveryOutputMatchesTheReference) {
   const Case& c = GetParam();
   std::unique_ptr<device::Device> staged = make_staged_device();
   const ProblemShape shape = default_shape(mpi::size(), "masked:0.6", c.dtype);
-  std::unique_ptr<transport::Transport> t = make_staged_transport(c.transport, shape, *staged);
+  std::unique_ptr<transport::Transport> t = make_staged_transport(c.transport, shape, *staged, c.staging);
   ASSERT_NE(t, nullptr);
   const RoundTrip trip = expect_round_trip(*t, shape, c.layout, c.tree);
   ASSERT_NE(trip.handle, nullptr);
@@ -71,8 +74,8 @@ constexpr Case kCases[] = {
     {"mpi", Layout::kHtRankMajor, CombineTree::kHtRank, dispatch::PayloadType::kFp8},
     {"mpi", Layout::kHtExpertMajor, CombineTree::kLlWeighted, dispatch::PayloadType::kBf16},
     {"mpi", Layout::kLl, CombineTree::kLlWeighted, dispatch::PayloadType::kFp8},
-    {"direct", Layout::kHtRankMajor, CombineTree::kHtTwoLevel, dispatch::PayloadType::kBf16},
-    {"direct", Layout::kLl, CombineTree::kLlWeighted, dispatch::PayloadType::kFp8},
+    {"direct", Layout::kHtRankMajor, CombineTree::kHtTwoLevel, dispatch::PayloadType::kBf16, "none"},
+    {"direct", Layout::kLl, CombineTree::kLlWeighted, dispatch::PayloadType::kFp8, "none"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Transports, Staging, ::testing::ValuesIn(kCases), [](const auto& info) {
@@ -84,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, Staging, ::testing::ValuesIn(kCases), [](co
 TEST(StagedHandles, CachedDispatchAfterADispatchOfAnotherLayout) {
   std::unique_ptr<device::Device> staged = make_staged_device();
   const ProblemShape shape = default_shape(mpi::size(), "masked:0.6", dispatch::PayloadType::kBf16);
-  std::unique_ptr<transport::Transport> t = make_staged_transport("direct", shape, *staged);
+  std::unique_ptr<transport::Transport> t = make_staged_transport("direct", shape, *staged, "none");
   ASSERT_NE(t, nullptr);
   const RoundTrip ht = expect_round_trip(*t, shape, Layout::kHtRankMajor, CombineTree::kHtRank);
   const RoundTrip ll = expect_round_trip(*t, shape, Layout::kLl, CombineTree::kLlWeighted);

@@ -20,9 +20,18 @@ Status reserve(device::Device& device, device::Buffer& buffer, std::size_t bytes
 
 }  // namespace
 
-DataPath::DataPath(const TransportConfig& config, int rank, int num_ranks)
+// The records' headers alone, one after the other (the host's side of resident() header copies).
+RecordFormat headers_only(const RecordFormat& format) {
+  RecordFormat packed = format;
+  packed.stride = format.header_bytes;
+  return packed;
+}
+
+DataPath::DataPath(const TransportConfig& config, int rank, int num_ranks, bool device_resident)
     : config_(config), rank_(rank), num_ranks_(num_ranks) {
-  if (config.device != nullptr && config.device->host_accessible()) {
+  resident_ = device_resident && config.memory == MemoryKind::kDevice && config.device != nullptr &&
+              !config.device->host_accessible();
+  if (config.device != nullptr && (config.device->host_accessible() || resident_)) {
     device_ = config.device;
   } else {
     own_device_ = value_or_throw(device::make_cpu_device());
@@ -30,20 +39,81 @@ DataPath::DataPath(const TransportConfig& config, int rank, int num_ranks)
   }
 }
 
+Status DataPath::read_device(void* host, const void* device_memory, std::size_t bytes) {
+  if (bytes == 0) return Status();
+  if (!resident_) {
+    std::memcpy(host, device_memory, bytes);
+    return Status();
+  }
+  return device_->copy(host, device_memory, bytes);
+}
+
+Status DataPath::write_device(void* device_memory, const void* host, std::size_t bytes) {
+  if (bytes == 0) return Status();
+  if (!resident_) {
+    std::memcpy(device_memory, host, bytes);
+    return Status();
+  }
+  return device_->copy(device_memory, host, bytes);
+}
+
+Status DataPath::finish() {
+  EPS_RETURN_IF_ERROR(device_->synchronize());
+  uploads_.clear();
+  return Status();
+}
+
+template <typename T>
+Result<const T*> DataPath::kernel_index(std::span<const T> host) {
+  if (host.empty()) return static_cast<const T*>(nullptr);
+  if (!resident_) return host.data();
+  EPS_ASSIGN_OR_RETURN(device::Buffer copy, device_->allocate(host.size_bytes(), MemoryKind::kDevice));
+  EPS_RETURN_IF_ERROR(device_->copy(copy.data(), host.data(), host.size_bytes()));
+  uploads_.push_back(std::move(copy));
+  return uploads_.back().as<const T>();
+}
+
 Status DataPath::copy_rows(std::byte* dst, std::size_t dst_stride, const std::byte* src,
                            std::size_t src_stride, std::size_t row_bytes, std::int64_t rows,
                            std::span<const std::int64_t> src_rows, std::span<const std::int64_t> dst_rows) {
   if (rows == 0 || row_bytes == 0) return Status();
-  return device_->run(device::CopyRowsArgs{
-      dst, src, rows, static_cast<std::int64_t>(row_bytes), static_cast<std::int64_t>(dst_stride),
-      static_cast<std::int64_t>(src_stride), dst_rows.empty() ? nullptr : dst_rows.data(),
-      src_rows.empty() ? nullptr : src_rows.data()});
+  EPS_ASSIGN_OR_RETURN(const std::int64_t* dst_list, kernel_index(dst_rows));
+  EPS_ASSIGN_OR_RETURN(const std::int64_t* src_list, kernel_index(src_rows));
+  return device_->run(device::CopyRowsArgs{dst, src, rows, static_cast<std::int64_t>(row_bytes),
+                                           static_cast<std::int64_t>(dst_stride),
+                                           static_cast<std::int64_t>(src_stride), dst_list, src_list});
+}
+
+Status DataPath::write_record_headers(const RecordFormat& format, const SendPlan& plan, int first, int last,
+                                      std::byte* dst) {
+  if (!resident_) {
+    write_headers(format, plan, first, last, dst);
+    return Status();
+  }
+  const RecordFormat packed = headers_only(format);
+  headers_.resize(static_cast<std::size_t>(last - first) * packed.stride);
+  write_headers(packed, plan, first, last, headers_.data());
+  EPS_ASSIGN_OR_RETURN(const std::byte* headers, kernel_index(std::span<const std::byte>(headers_)));
+  return copy_rows(dst, format.stride, headers, packed.stride, packed.stride, last - first, {});
+}
+
+Result<const std::byte*> DataPath::headers_on_host(const RecordFormat& format, const std::byte* records,
+                                                   std::int64_t n) {
+  if (!resident_) return records;
+  const std::size_t bytes = static_cast<std::size_t>(n) * format.header_bytes;
+  EPS_ASSIGN_OR_RETURN(device::Buffer gathered, device_->allocate(bytes, MemoryKind::kDevice));
+  EPS_RETURN_IF_ERROR(copy_rows(gathered.as<std::byte>(), format.header_bytes, records, format.stride,
+                                format.header_bytes, n, {}));
+  headers_.resize(bytes);
+  EPS_RETURN_IF_ERROR(device_->copy(headers_.data(), gathered.data(), bytes));
+  uploads_.push_back(std::move(gathered));
+  return headers_.data();
 }
 
 Status DataPath::pack_records(const RecordFormat& format, const SendPlan& plan, const DispatchInput& in,
                               int first, int last, std::byte* dst) {
   if (last <= first) return Status();
-  write_headers(format, plan, first, last, dst);
+  EPS_RETURN_IF_ERROR(write_record_headers(format, plan, first, last, dst));
   if (in.quantize) return Status();
   const auto records = static_cast<std::int64_t>(last - first);
   const std::span<const std::int64_t> rows =
@@ -67,10 +137,13 @@ Status DataPath::quantize_into_records(const RecordFormat& format, const Quantiz
     const std::vector<std::int64_t>& src = plan.quantize_src[a];
     if (src.empty()) continue;
     std::byte* payload = areas[a] + format.header_bytes;
+    EPS_ASSIGN_OR_RETURN(const std::int64_t* src_rows, kernel_index(std::span<const std::int64_t>(src)));
+    EPS_ASSIGN_OR_RETURN(const std::int64_t* dst_rows,
+                         kernel_index(std::span<const std::int64_t>(plan.quantize_dst[a])));
     EPS_RETURN_IF_ERROR(device_->run(device::Fp8QuantizeArgs{
-        reinterpret_cast<const bf16*>(in.x.data()), config_.hidden, src.data(),
+        reinterpret_cast<const bf16*>(in.x.data()), config_.hidden, src_rows,
         reinterpret_cast<std::uint8_t*>(payload), stride, payload + format.row_bytes, stride,
-        static_cast<std::int64_t>(src.size()), config_.hidden, *in.quantize, plan.quantize_dst[a].data()}));
+        static_cast<std::int64_t>(src.size()), config_.hidden, *in.quantize, dst_rows}));
   }
   for (std::size_t pair = 0; pair < 4; ++pair) {
     const std::vector<std::int64_t>& src = plan.copy_src[pair];
@@ -136,7 +209,8 @@ void DataPath::read_headers(const RecordFormat& format, const std::byte* records
 Status DataPath::unpack_records(const RecordFormat& format, const std::byte* records, std::int64_t n,
                                 const RowTarget& target, const DispatchOutput& out) {
   if (n == 0) return Status();
-  read_headers(format, records, n, target, out);
+  EPS_ASSIGN_OR_RETURN(const std::byte* headers, headers_on_host(format, records, n));
+  read_headers(resident_ ? headers_only(format) : format, headers, n, target, out);
   const bool listed = !target.rows.empty();
   const std::size_t skip_rows = listed ? 0 : static_cast<std::size_t>(target.first);
   const std::byte* payload = records + format.header_bytes;
@@ -165,9 +239,12 @@ Status DataPath::reduce(CombineTree tree, const SendPlan& plan, const CombineInd
                         std::span<const bf16> bias0, std::span<const bf16> bias1, std::span<bf16> out) {
   if (plan.num_tokens == 0) return Status();
   if (tree == CombineTree::kLlWeighted) {
-    EPS_RETURN_IF_ERROR(device_->run(device::CombineLlArgs{out.data(), plan.num_tokens, config_.hidden,
-                                                           config_.top_k, plan.topk_weights.data(),
-                                                           index.slot_rows.data(), rows, config_.hidden}));
+    EPS_ASSIGN_OR_RETURN(const float* weights, kernel_index(std::span<const float>(plan.topk_weights)));
+    EPS_ASSIGN_OR_RETURN(const std::int64_t* slot_rows,
+                         kernel_index(std::span<const std::int64_t>(index.slot_rows)));
+    EPS_RETURN_IF_ERROR(
+        device_->run(device::CombineLlArgs{out.data(), plan.num_tokens, config_.hidden, config_.top_k,
+                                           weights, slot_rows, rows, config_.hidden}));
     return finish();
   }
   device::CombineHtArgs args;
@@ -175,9 +252,9 @@ Status DataPath::reduce(CombineTree tree, const SendPlan& plan, const CombineInd
   args.tokens = plan.num_tokens;
   args.hidden = config_.hidden;
   args.ranks_per_node = tree == CombineTree::kHtTwoLevel ? config_.ranks_per_node : 0;
-  args.token_begin = index.token_begin.data();
-  args.record_rows = index.record_rows.data();
-  args.record_ranks = index.record_ranks.data();
+  EPS_ASSIGN_OR_RETURN(args.token_begin, kernel_index(std::span<const std::int64_t>(index.token_begin)));
+  EPS_ASSIGN_OR_RETURN(args.record_rows, kernel_index(std::span<const std::int64_t>(index.record_rows)));
+  EPS_ASSIGN_OR_RETURN(args.record_ranks, kernel_index(std::span<const std::int32_t>(index.record_ranks)));
   args.rows = rows;
   args.row_stride = config_.hidden;
   args.bias0 = bias0.empty() ? nullptr : bias0.data();

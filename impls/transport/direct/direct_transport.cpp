@@ -27,7 +27,7 @@ Result<std::unique_ptr<Transport>> make_direct_transport_over(const TransportCon
   EPS_RETURN_IF_ERROR(validate_config(config, fab->size(), direct_capabilities()));
   const int rank = fab->rank();
   const int size = fab->size();
-  auto data_path = std::make_unique<DataPath>(config, rank, size);
+  auto data_path = std::make_unique<DataPath>(config, rank, size, /*device_resident=*/true);
   EPS_ASSIGN_OR_RETURN(
       std::unique_ptr<Protocol> protocol,
       open_direct_protocol("direct", config, selection, std::move(fab), *data_path,

@@ -27,8 +27,11 @@ class FramedTransport final : public Transport {
         data_path_(std::move(data_path)),
         protocol_(std::move(protocol)),
         region_memory_(protocol_->region_memory()) {
-    if (config.memory == MemoryKind::kDevice && config.device != nullptr && !config.device->host_accessible())
-      staging_ = std::make_unique<HostStaging>(*config.device, config, size);
+    if (config.memory == MemoryKind::kDevice && config.device != nullptr &&
+        !config.device->host_accessible()) {
+      staged_ = data_path_->resident() ? HostStaging::Staged::kIndex : HostStaging::Staged::kAll;
+      staging_ = std::make_unique<HostStaging>(*config.device, config, size, staged_);
+    }
   }
 
   std::string_view name() const override { return protocol_->name(); }
@@ -36,7 +39,9 @@ class FramedTransport final : public Transport {
   std::map<std::string, std::string> identity() const override { return protocol_->identity(); }
   const Capabilities& capabilities() const override { return caps_; }
   const TransportConfig& config() const override { return config_; }
-  std::string_view staging() const override { return staging_ ? std::string_view("host") : region_memory_; }
+  std::string_view staging() const override {
+    return staging_ && staged_ == HostStaging::Staged::kAll ? std::string_view("host") : region_memory_;
+  }
   WireBytes wire_bytes() const override { return protocol_->wire_bytes(); }
 
   Result<std::unique_ptr<DispatchHandle>> dispatch(Layout layout, const DispatchInput& in,
@@ -130,7 +135,9 @@ class FramedTransport final : public Transport {
   std::unique_ptr<DataPath> data_path_;  // before protocol_: the protocol holds a reference to it
   std::unique_ptr<Protocol> protocol_;
   std::string region_memory_;
-  std::unique_ptr<HostStaging> staging_;  // null where the data path addresses the caller's buffers
+  // Null where the data path addresses the caller's buffers; index arrays only where it is GPU-resident.
+  std::unique_ptr<HostStaging> staging_;
+  HostStaging::Staged staged_ = HostStaging::Staged::kAll;
 };
 
 }  // namespace

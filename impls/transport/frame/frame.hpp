@@ -4,7 +4,8 @@
 // another transport, the combine arguments), builds the source side of a fresh dispatch (a RoutedHandle with
 // its SendPlan and docs/dispatch.md 5.1 layout), quantizes for a protocol that does not fuse the quantizer
 // (docs/dispatch.md 5.8), stages the caller's buffers through host memory where the data path's device cannot
-// address them (staging.cpp, transport.hpp "Memory"), and writes the combined weights. What moves the rows
+// address them, or only their index arrays where the data path is GPU-resident (staging.cpp, transport.hpp
+// "Memory", docs/devices.md 12.9), and writes the combined weights. What moves the rows
 // between ranks is the transport's Protocol: mpi's alltoallv (mpi/), the direct protocol over a put path
 // (protocol/, used by direct/ and proxy/).
 #pragma once

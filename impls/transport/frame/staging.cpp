@@ -75,25 +75,38 @@ struct HostStaging::Arrays {
   PinnedArray<float> combined_weights;
 };
 
-HostStaging::HostStaging(device::Device& device, const TransportConfig& config, int num_ranks)
-    : device_(device), config_(config), num_ranks_(num_ranks), arrays_(std::make_unique<Arrays>()) {}
+HostStaging::HostStaging(device::Device& device, const TransportConfig& config, int num_ranks, Staged staged)
+    : device_(device),
+      config_(config),
+      tokens_(staged == Staged::kAll),
+      num_ranks_(num_ranks),
+      arrays_(std::make_unique<Arrays>()) {}
 
 HostStaging::~HostStaging() = default;
 
 Result<DispatchInput> HostStaging::dispatch_input(const DispatchInput& in, bool with_routing) {
   Arrays& s = *arrays_;
-  EPS_RETURN_IF_ERROR(to_host(device_, in.x, s.x));
-  EPS_RETURN_IF_ERROR(to_host(device_, in.x_scales, s.x_scales));
-  if (!with_routing) return DispatchInput{in.num_tokens, s.x, s.x_scales, {}, {}, in.quantize};
+  DispatchInput staged = in;
+  if (tokens_) {
+    EPS_RETURN_IF_ERROR(to_host(device_, in.x, s.x));
+    EPS_RETURN_IF_ERROR(to_host(device_, in.x_scales, s.x_scales));
+    staged.x = s.x;
+    staged.x_scales = s.x_scales;
+  }
+  staged.topk_idx = {};
+  staged.topk_weights = {};
+  if (!with_routing) return staged;
   EPS_RETURN_IF_ERROR(to_host(device_, in.topk_idx, s.topk_idx));
   EPS_RETURN_IF_ERROR(to_host(device_, in.topk_weights, s.topk_weights));
-  return DispatchInput{in.num_tokens, s.x, s.x_scales, s.topk_idx, s.topk_weights, in.quantize};
+  staged.topk_idx = s.topk_idx;
+  staged.topk_weights = s.topk_weights;
+  return staged;
 }
 
 Result<DispatchOutput> HostStaging::dispatch_output(const DispatchOutput& out) {
   Arrays& s = *arrays_;
-  EPS_RETURN_IF_ERROR(s.recv_x.resize(device_, out.recv_x.size()));
-  EPS_RETURN_IF_ERROR(s.recv_x_scales.resize(device_, out.recv_x_scales.size()));
+  EPS_RETURN_IF_ERROR(s.recv_x.resize(device_, tokens_ ? out.recv_x.size() : 0));
+  EPS_RETURN_IF_ERROR(s.recv_x_scales.resize(device_, tokens_ ? out.recv_x_scales.size() : 0));
   EPS_RETURN_IF_ERROR(s.recv_topk_idx.resize(device_, out.recv_topk_idx.size()));
   EPS_RETURN_IF_ERROR(s.recv_topk_weights.resize(device_, out.recv_topk_weights.size()));
   EPS_RETURN_IF_ERROR(s.recv_weights.resize(device_, out.recv_weights.size()));
@@ -101,8 +114,8 @@ Result<DispatchOutput> HostStaging::dispatch_output(const DispatchOutput& out) {
   EPS_RETURN_IF_ERROR(s.packed_recv_count.resize(device_, out.packed_recv_count.size()));
   EPS_RETURN_IF_ERROR(s.src_info.resize(device_, out.src_info.size()));
   EPS_RETURN_IF_ERROR(s.layout_range.resize(device_, out.layout_range.size()));
-  return DispatchOutput{s.recv_x,
-                        s.recv_x_scales,
+  return DispatchOutput{tokens_ ? std::span<std::byte>(s.recv_x) : out.recv_x,
+                        tokens_ ? std::span<float>(s.recv_x_scales) : out.recv_x_scales,
                         s.recv_topk_idx,
                         s.recv_topk_weights,
                         s.recv_weights,
@@ -118,9 +131,11 @@ Status HostStaging::copy_back_dispatch(Layout layout, std::int64_t num_rows, con
   const auto scales = static_cast<std::size_t>(dispatch::payload_num_scales(config_.dtype, config_.hidden));
   const auto k = static_cast<std::size_t>(config_.top_k);
   for (const auto& [first, rows] : written_rows(layout, config_, num_ranks_, num_rows, s.packed_recv_count)) {
-    EPS_RETURN_IF_ERROR(to_device(device_, s.recv_x, out.recv_x, first * row_bytes, rows * row_bytes));
-    EPS_RETURN_IF_ERROR(
-        to_device(device_, s.recv_x_scales, out.recv_x_scales, first * scales, rows * scales));
+    if (tokens_) {
+      EPS_RETURN_IF_ERROR(to_device(device_, s.recv_x, out.recv_x, first * row_bytes, rows * row_bytes));
+      EPS_RETURN_IF_ERROR(
+          to_device(device_, s.recv_x_scales, out.recv_x_scales, first * scales, rows * scales));
+    }
     if (layout == Layout::kHtRankMajor) {
       EPS_RETURN_IF_ERROR(to_device(device_, s.recv_topk_idx, out.recv_topk_idx, first * k, rows * k));
       EPS_RETURN_IF_ERROR(
@@ -141,6 +156,7 @@ Status HostStaging::copy_back_dispatch(Layout layout, std::int64_t num_rows, con
 }
 
 Result<CombineInput> HostStaging::combine_input(const CombineInput& in) {
+  if (!tokens_) return in;
   Arrays& s = *arrays_;
   EPS_RETURN_IF_ERROR(to_host(device_, in.x, s.combine_x));
   EPS_RETURN_IF_ERROR(to_host(device_, in.bias0, s.bias0));
@@ -150,14 +166,14 @@ Result<CombineInput> HostStaging::combine_input(const CombineInput& in) {
 
 Result<CombineOutput> HostStaging::combine_output(const CombineOutput& out) {
   Arrays& s = *arrays_;
-  EPS_RETURN_IF_ERROR(s.out.resize(device_, out.out.size()));
+  EPS_RETURN_IF_ERROR(s.out.resize(device_, tokens_ ? out.out.size() : 0));
   EPS_RETURN_IF_ERROR(s.combined_weights.resize(device_, out.combined_weights.size()));
-  return CombineOutput{s.out, s.combined_weights};
+  return CombineOutput{tokens_ ? std::span<bf16>(s.out) : out.out, s.combined_weights};
 }
 
 Status HostStaging::copy_back_combine(const CombineOutput& out) {
   Arrays& s = *arrays_;
-  EPS_RETURN_IF_ERROR(to_device(device_, s.out, out.out, 0, s.out.size()));
+  if (tokens_) EPS_RETURN_IF_ERROR(to_device(device_, s.out, out.out, 0, s.out.size()));
   return to_device(device_, s.combined_weights, out.combined_weights, 0, s.combined_weights.size());
 }
 

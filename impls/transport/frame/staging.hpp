@@ -4,6 +4,10 @@
 // a GPU, so the copies are DMA), the protocol runs on those copies, and exactly the output elements the
 // contract says the call writes are copied back (rows beyond them stay untouched, docs/dispatch.md 5.7). The
 // host copies are kept between calls so that their capacity is reused.
+//
+// Index only (`Staged::kIndex`): a GPU-resident data path (data_path.hpp) addresses the token buffers itself
+// (x, x_scales, recv_x, recv_x_scales, the combine's x, biases and out stay the caller's device buffers) and
+// only the index arrays are staged: the routing in, the index outputs and combined weights out.
 #pragma once
 
 #include <memory>
@@ -15,7 +19,8 @@ namespace eps::transport {
 
 class HostStaging {
  public:
-  HostStaging(device::Device& device, const TransportConfig& config, int num_ranks);
+  enum class Staged { kAll, kIndex };
+  HostStaging(device::Device& device, const TransportConfig& config, int num_ranks, Staged staged);
   ~HostStaging();
 
   // Host copies of a dispatch's inputs (the routing only `with_routing`: a cached dispatch ignores it) and
@@ -34,6 +39,7 @@ class HostStaging {
   struct Arrays;  // the pinned host arrays (staging.cpp)
   device::Device& device_;
   TransportConfig config_;
+  bool tokens_;  // Staged::kAll
   int num_ranks_;
   std::unique_ptr<Arrays> arrays_;
 };

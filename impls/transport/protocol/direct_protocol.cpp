@@ -112,6 +112,7 @@ class DirectProtocol final : public Protocol {
     return recv_.local.data() + static_cast<std::size_t>(parity()) * slots_.recv_parity_bytes();
   }
   std::span<const std::int32_t> received_record(int source) const;
+  Status fetch_signal_record(int source, const std::int32_t* record);
   bool own_stream_in_place() const { return selection_.chaos.empty(); }
   std::string where() const;
   Status on_immediate(std::uint32_t imm);
@@ -131,6 +132,10 @@ class DirectProtocol final : public Protocol {
   ReceivedShape cached_shape_;  // scratch of cached dispatches, which re-derive their handle's shape
   std::uint64_t operation_ = 0;
   WireBytes wire_;
+  // GPU-resident (DataPath::resident): signal records on their way to the device, and read back from it.
+  std::vector<std::int32_t> signal_scratch_;
+  std::vector<std::int32_t> received_;  // [R, signal_record_ints]
+  std::vector<bool> received_read_;     // [R]: received_ holds source's record of this operation
 };
 
 DirectProtocol::DirectProtocol(std::string_view name, const TransportConfig& config,
@@ -162,6 +167,13 @@ DirectProtocol::~DirectProtocol() {
 // The imm-seq window is checked against the most puts one stream can carry (slots.hpp). The put path comes
 // after the barrier: from then on a proxy's threads may be the only ones calling the fabric.
 Status DirectProtocol::open(const PutPathFactory& make_put_path) {
+  if (data_path_.resident() && fabric_->region_device() != &data_path_.device()) {
+    return Status(StatusCode::kUnavailable,
+                  fmt::format("{} on device {}: its memory is not host-addressable, and the transport runs "
+                              "GPU-resident (docs/devices.md 12.9) only over a fabric whose regions are that "
+                              "device's memory (ipc, or auto on one node); fabric {} keeps them elsewhere",
+                              name_, data_path_.device().properties().backend, fabric_->name()));
+  }
   const fabric::SignalShape shape{size_, std::max(1, slots_.channels()), fabric::kMaxImmTokens,
                                   slots_.max_puts_per_stream(), fabric::kDefaultSeqBits};
   EPS_ASSIGN_OR_RETURN(signal_, fabric::make_signal_strategy(selection_.signal, fabric_->ordered(),
@@ -548,10 +560,16 @@ Status DirectProtocol::put_signals(const Streams& s, int parity) {
     const bool in_place = q == rank_ && own_stream_in_place();
     std::byte* at = in_place ? signal_recv_.local.data() + slots_.signal_offset(parity, rank_)
                              : signal_send_.local.data() + slots_.signal_offset(parity, q);
-    auto* record = reinterpret_cast<std::int32_t*>(at);
-    std::copy(s.tokens_per_rank.begin(), s.tokens_per_rank.end(), record);
-    std::copy_n(s.channel_counts.begin() + static_cast<std::ptrdiff_t>(q) * local, local, record + size_);
-    if (in_place) continue;
+    std::vector<std::int32_t>& record = signal_scratch_;
+    record.resize(static_cast<std::size_t>(slots_.signal_record_ints()));
+    std::copy(s.tokens_per_rank.begin(), s.tokens_per_rank.end(), record.begin());
+    std::copy_n(s.channel_counts.begin() + static_cast<std::ptrdiff_t>(q) * local, local,
+                record.begin() + size_);
+    EPS_RETURN_IF_ERROR(data_path_.write_device(at, record.data(), record_bytes));
+    if (in_place) {
+      EPS_RETURN_IF_ERROR(fetch_signal_record(rank_, record.data()));
+      continue;
+    }
     EPS_RETURN_IF_ERROR(put_path_->put_signal(q, parity, slots_.signal_offset(parity, q),
                                               slots_.signal_offset(parity, rank_), record_bytes));
     count_sent(q, record_bytes);
@@ -568,10 +586,13 @@ Status DirectProtocol::await_streams(const Streams& s, int parity, const Deadlin
       [&] {
         failure = put_path_->progress();
         if (!failure.ok()) return true;
-        while (waiting_for < size_ &&
-               ((waiting_for == rank_ && own_stream_in_place()) ||
-                (signal_->signal_arrived(waiting_for, parity) &&
-                 signal_->stream_complete(waiting_for, parity, incoming_counts(s, waiting_for))))) {
+        while (waiting_for < size_) {
+          if (!(waiting_for == rank_ && own_stream_in_place())) {
+            if (!signal_->signal_arrived(waiting_for, parity)) break;
+            if (s.expected_counts.empty()) failure = fetch_signal_record(waiting_for, nullptr);
+            if (!failure.ok()) return true;
+            if (!signal_->stream_complete(waiting_for, parity, incoming_counts(s, waiting_for))) break;
+          }
           ++waiting_for;
         }
         return waiting_for == size_;
@@ -625,13 +646,42 @@ std::span<const std::int32_t> DirectProtocol::incoming_counts(const Streams& s, 
 // progress, so the wait cannot deadlock.
 Status DirectProtocol::finish_operation() {
   for (int s = 0; s < size_; ++s) signal_->retire(s, parity());
+  received_read_.assign(received_read_.size(), false);
   ++operation_;
   return put_path_->quiet();
 }
 
+// The region itself where the host addresses it; else the host copy fetch_signal_record made this operation
+// (zeros before: only diagnostics ask that early).
 std::span<const std::int32_t> DirectProtocol::received_record(int source) const {
-  const auto* at = signal_recv_.local.data() + slots_.signal_offset(parity(), source);
-  return {reinterpret_cast<const std::int32_t*>(at), static_cast<std::size_t>(slots_.signal_record_ints())};
+  const auto ints = static_cast<std::size_t>(slots_.signal_record_ints());
+  if (!data_path_.resident()) {
+    const auto* at = signal_recv_.local.data() + slots_.signal_offset(parity(), source);
+    return {reinterpret_cast<const std::int32_t*>(at), ints};
+  }
+  return {received_.data() + static_cast<std::size_t>(source) * ints, ints};
+}
+
+// GPU-resident (DataPath::resident): the signal record of `source`, once it arrived, read back to the host
+// (index data: counts). `record` (non-null) is this rank's own record, written in place: kept, not read.
+Status DirectProtocol::fetch_signal_record(int source, const std::int32_t* record) {
+  if (!data_path_.resident()) return Status();
+  const auto ints = static_cast<std::size_t>(slots_.signal_record_ints());
+  if (received_.size() != static_cast<std::size_t>(size_) * ints) {
+    received_.assign(static_cast<std::size_t>(size_) * ints, 0);
+    received_read_.assign(static_cast<std::size_t>(size_), false);
+  }
+  const auto s = static_cast<std::size_t>(source);
+  if (received_read_[s]) return Status();
+  std::int32_t* copy = received_.data() + s * ints;
+  if (record != nullptr) {
+    std::copy_n(record, ints, copy);
+  } else {
+    const auto* at = signal_recv_.local.data() + slots_.signal_offset(parity(), source);
+    EPS_RETURN_IF_ERROR(data_path_.read_device(copy, at, ints * sizeof(std::int32_t)));
+  }
+  received_read_[s] = true;
+  return Status();
 }
 
 }  // namespace

@@ -30,8 +30,8 @@
 // peers.
 //
 // Declares: layouts ht-rank-major and ll (ordered); trees ht-rank, ht-two-level, ll-weighted; bf16, fp8;
-// cached dispatch; host and device memory (device memory staged by the frame); at most 64 ranks (the 6-bit
-// source field of the immediates).
+// cached dispatch; host and device memory (device memory GPU-resident where the data path is, docs/devices.md
+// 12.9, else staged by the frame); at most 64 ranks (the 6-bit source field of the immediates).
 #pragma once
 
 #include <memory>

@@ -50,9 +50,13 @@ Result<std::unique_ptr<Transport>> make_proxy_transport(const TransportConfig& c
   EPS_RETURN_IF_ERROR(validate_config(config, size, proxy_capabilities()));
   EPS_RETURN_IF_ERROR(check_proxy_threads(selection));
   EPS_RETURN_IF_ERROR(check_nodes_allowed(config));
+  // The proxy's data path is not GPU-resident yet: it stages a device the host cannot address through host
+  // memory (transport.hpp "Memory"), so its fabric keeps host regions (docs/devices.md 12.9).
+  fabric::FabricSelection host_regions = selection;
+  if (config.device != nullptr && !config.device->host_accessible()) host_regions.memory_device = nullptr;
   EPS_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Fabric> fab,
-                       fabric::make_fabric(selection, config.comm, config.timeout_seconds));
-  return make_proxy_transport_over(config, selection, std::move(fab));
+                       fabric::make_fabric(host_regions, config.comm, config.timeout_seconds));
+  return make_proxy_transport_over(config, host_regions, std::move(fab));
 }
 
 Result<std::unique_ptr<Transport>> make_proxy_transport_over(const TransportConfig& config,
