@@ -66,7 +66,7 @@ Layout layout_of(const std::string& name) {
 
 CombineTree tree_of(const std::string& name) {
   for (CombineTree t : {CombineTree::kHtRank, CombineTree::kHtTwoLevel, CombineTree::kLlWeighted}) {
-    if (transport::tree_name(t) == name) return t;
+    if (combine_tree_name(t) == name) return t;
   }
   throw py::value_error(fmt::format("tree: must be ht-rank, ht-two-level or ll-weighted, got '{}'", name));
 }

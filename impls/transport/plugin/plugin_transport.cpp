@@ -412,7 +412,7 @@ Status PluginTransport::combine(const DispatchHandle& handle, const CombineInput
                                 const CombineOutput& output) {
   EPS_ASSIGN_OR_RETURN(const PluginHandle* h, own(handle));
   if (!caps_.supports(input.tree)) {
-    return invalid_argument("tree", "{} declares no {} combine", name(), tree_name(input.tree));
+    return invalid_argument("tree", "{} declares no {} combine", name(), combine_tree_name(input.tree));
   }
   EPS_RETURN_IF_ERROR(check_combine_args(config_, size_, *h, h->num_tokens, input, output));
   eps_plugin_combine_v1 args{};
