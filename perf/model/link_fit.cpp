@@ -96,7 +96,8 @@ Result<GatedFit> fit_gated(std::vector<FitPoint> points, std::string_view what) 
     return fit;
   }
   fit.reason = fmt::format(
-      "{}: one line over {} sizes has R^2 (relative) {:.3f} and slope {:.3g} us/B (needs R^2 >= {} and slope > 0), and "
+      "{}: one line over {} sizes has R^2 (relative) {:.3f} and slope {:.3g} us/B (needs R^2 >= {} and slope "
+      "> 0), and "
       "no split into two size ranges of at least {} sizes fits",
       what, points.size(), one.r2, one.slope, kMinR2, kMinFitPoints);
   return fit;

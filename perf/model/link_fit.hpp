@@ -1,5 +1,5 @@
-// Fitted straight lines with a quality gate (docs/model.md 15.2): the alpha-beta link models of `epsuite model`
-// and the per-operation cost lines it predicts with.
+// Fitted straight lines with a quality gate (docs/model.md 15.2): the alpha-beta link models of `epsuite
+// model` and the per-operation cost lines it predicts with.
 //
 // `fit_line` is weighted least squares of y = intercept + slope * x over the points, with the coefficient of
 // determination R^2 = 1 - SS_res / SS_tot (both weighted, SS_tot around the weighted mean of y) and every
@@ -13,7 +13,8 @@
 // `fit_gated` applies the gate of docs/model.md 15.2 to a series (x ascending after sorting):
 // (every line under kRelative):
 //   1. one line over every point; accepted when R^2 >= kMinR2 and slope > 0;
-//   2. otherwise two lines over two contiguous size ranges (the split that minimizes the summed squared relative
+//   2. otherwise two lines over two contiguous size ranges (the split that minimizes the summed squared
+//   relative
 //      residuals among the splits that leave each range kMinFitPoints points and both lines accepted);
 //   3. otherwise the fit is withheld: `withheld` is true, `ranges` is empty and `reason` says why (the single
 //      line's R^2 and slope, and that no split fits). A withheld fit is never reported as a bandwidth.
@@ -58,8 +59,8 @@ Result<LineFit> fit_line(std::span<const FitPoint> points, std::string_view what
 
 struct GatedFit {
   bool withheld = true;
-  std::string reason;            // why it was withheld; empty when accepted
-  std::vector<LineFit> ranges;   // 1 or 2 accepted lines in ascending x; empty when withheld
+  std::string reason;              // why it was withheld; empty when accepted
+  std::vector<LineFit> ranges;     // 1 or 2 accepted lines in ascending x; empty when withheld
   double predict(double x) const;  // only when !withheld
 };
 

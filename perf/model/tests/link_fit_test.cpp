@@ -70,8 +70,8 @@ TEST(LinkFit, KneeIsFittedAsTwoRanges) {
 
 // Scatter that no line (nor two) explains: withheld, with R^2 in the reason, and never a bandwidth.
 TEST(LinkFit, BadFitIsWithheldWithItsReason) {
-  const std::vector<FitPoint> p = {{8, 50},    {32, 5},     {128, 60},  {512, 4},
-                                   {2048, 55}, {8192, 6},   {32768, 58}, {131072, 7}};
+  const std::vector<FitPoint> p = {{8, 50},    {32, 5},   {128, 60},   {512, 4},
+                                   {2048, 55}, {8192, 6}, {32768, 58}, {131072, 7}};
   const Result<GatedFit> fit = fit_gated(p, "libfabric:tcp put-bw");
   ASSERT_TRUE(fit.ok());
   EXPECT_TRUE(fit->withheld);
