@@ -1,6 +1,6 @@
 // `epsuite model --from RESULTS... [--validate RESULTS...] --preset P --ep 8,16,...,1024 [--ranks-per-node N]
 // [--cpus-per-node C]
-// [--json FILE] [--plot DIR] [--max-error F]`: the performance model of docs/model.md 15
+// [--json FILE] [--plot DIR] [--max-error F]`: the performance model of docs/model.md 16
 // (perf/model/model.hpp). No MPI: a plain process.
 //
 // Reads every --from and --validate file (read_results_file: a bad file is exit 2 naming it), fits (on --from
@@ -10,8 +10,9 @@
 // writes the kind-model document to --json (atomically) and draws its figures into --plot
 // (harness/plot/epsuite_model_plot.py).
 //
-// Exit codes (docs/errors.md 10): 0; 1 when --max-error F > 0 and a validation error |predicted/measured -
-// 1| exceeds F (docs/model.md 15.5); 2 bad input: an unreadable or foreign file, results of different
+// Exit codes (docs/errors.md 10): 0; 1 when --max-error F > 0 and a validation point that ran with CPU share
+// 1 has |predicted/measured - 1| > F, or no such point exists (oversubscribed points are reported, not
+// judged: docs/model.md 16.5); 2 bad input: an unreadable or foreign file, results of different
 // platforms without --allow-mixed, nothing to fit, a bad flag (nothing is written); 3 python3/matplotlib
 // missing for --plot.
 #pragma once

@@ -1,4 +1,4 @@
-// Fitted straight lines with a quality gate (docs/model.md 15.2): the alpha-beta link models of `epsuite
+// Fitted straight lines with a quality gate (docs/model.md 16.2): the alpha-beta link models of `epsuite
 // model` and the per-operation cost lines it predicts with.
 //
 // `fit_line` is weighted least squares of y = intercept + slope * x over the points, with the coefficient of
@@ -10,7 +10,7 @@
 // non-finite value, or y <= 0 under kRelative. When every y is equal, SS_tot is 0 and R^2 is defined as 1
 // (the flat line goes through every point), which the gate then treats by its slope rule below.
 //
-// `fit_gated` applies the gate of docs/model.md 15.2 to a series (x ascending after sorting):
+// `fit_gated` applies the gate of docs/model.md 16.2 to a series (x ascending after sorting):
 // (every line under kRelative):
 //   1. one line over every point; accepted when R^2 >= kMinR2 and slope > 0;
 //   2. otherwise two lines over two contiguous size ranges (the split that minimizes the summed squared
@@ -34,7 +34,7 @@
 
 namespace eps::model {
 
-inline constexpr double kMinR2 = 0.9;  // docs/model.md 15.2
+inline constexpr double kMinR2 = 0.9;  // docs/model.md 16.2
 inline constexpr int kMinFitPoints = 3;
 
 struct FitPoint {

@@ -160,7 +160,7 @@ Result<std::vector<Validation>> validate(const OpModel& op, const std::vector<Se
   for (const SeriesCase& sc : cases) {
     const CaseResult& c = sc.record->result;
     const int ranks = static_cast<int>(size_of(c, "ranks", 0));
-    // A case across nodes needs the inter-node term, which the one-node loop of docs/model.md 15.5 does not
+    // A case across nodes needs the inter-node term, which the one-node loop of docs/model.md 16.5 does not
     // validate: it is left out here and says so in docs/model.md.
     if (ranks_per_node_of(sc.source->document, ranks) < ranks) continue;
     Validation v;

@@ -1,24 +1,24 @@
-// The performance model of `epsuite model` (docs/model.md 15): what was measured, fitted, and carried to EP
+// The performance model of `epsuite model` (docs/model.md 16): what was measured, fitted, and carried to EP
 // sizes that were not.
 //
 // Inputs are results documents (docs/results.md 9.1). From them:
 //   links       one LinkModel per fabric of `bench fabric` cases: put-latency (one message, x = bytes),
 //               put-bw (a window of puts, x = window bytes) and the node's memcpy (`copy`, x = window bytes),
 //               each a gated fit (link_fit.hpp); scope "intra-node" for shm and ipc and the copy, else
-//               "inter-node" (docs/model.md 15.2).
+//               "inter-node" (docs/model.md 16.2).
 //   ops         one OpModel per series of `bench dispatch` / `bench combine` cases: the series is everything
 //               of a case's identity except the ranks, the tokens and what only shapes the routing (preset,
 //               workload, seed, hidden, experts, top_k, max_tokens); its cost line is fitted on the cases of
 //               the series at the fit rank count (--fit-ranks, default the smallest present), x = the busiest
 //               rank's bytes (traffic.hpp) of the routing regenerated from the case, y = p50 / the run's CPU
-//               share (below) (docs/model.md 15.3).
+//               share (below) (docs/model.md 16.3).
 //   validation  every case of a series at another rank count: predicted vs measured p50, and the error
-//               predicted / measured - 1 (docs/model.md 15.5); the fitted cases are listed too (role "fit").
-// Predictions (docs/model.md 15.4) run the preset's routing at each EP size: time = CPU share x cost(x) +
+//               predicted / measured - 1 (docs/model.md 16.5); the fitted cases are listed too (role "fit").
+// Predictions (docs/model.md 16.4) run the preset's routing at each EP size: time = CPU share x cost(x) +
 // the inter-node term (the inter-node link's put-bw line at the busiest rank's inter-node bytes) when the
 // EP size spans nodes.
 //
-// CPU share (docs/model.md 15.3): ranks that outnumber a node's CPUs are time-sliced; the share of a run is
+// CPU share (docs/model.md 16.3): ranks that outnumber a node's CPUs are time-sliced; the share of a run is
 // max(1, ranks x (1 + helper threads) / CPUs) of its worst node, read from the document's `oversubscribed`
 // census (docs/results.md 9.5; a case not marked oversubscribed has share 1). Fitting divides it out,
 // predicting multiplies the target's back in (--cpus-per-node; 0 = every rank has its CPU, share 1).

@@ -1,4 +1,4 @@
-// The traffic of one dispatch and one combine at one EP size (docs/model.md 15.3), from the suite's own
+// The traffic of one dispatch and one combine at one EP size (docs/model.md 16.3), from the suite's own
 // routing: the routing of every rank is generated exactly as `epsuite bench` generates it (impls/problem
 // Problem::make: the docs/numerics.md 2.3 workload, every rank holding `tokens` tokens, seed `seed`, step 0),
 // and the per-pair byte matrix is the one of the bench's ceiling (perf/bench/ceiling.hpp transport_bytes:

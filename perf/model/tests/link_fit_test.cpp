@@ -1,4 +1,4 @@
-// The gated line fits of docs/model.md 15.2 on synthetic series whose lines are known by construction.
+// The gated line fits of docs/model.md 16.2 on synthetic series whose lines are known by construction.
 #include "perf/model/link_fit.hpp"
 
 #include <gtest/gtest.h>

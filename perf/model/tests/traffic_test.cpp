@@ -1,4 +1,4 @@
-// The traffic of docs/model.md 15.3 against the reference byte account (reference/dispatch byte_accounting,
+// The traffic of docs/model.md 16.3 against the reference byte account (reference/dispatch byte_accounting,
 // docs/dispatch.md 5.6), which counts the same rows by another route: per rank, sent and received.
 #include "perf/model/traffic.hpp"
 
