@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Figures of a kind-model document of `epsuite model` (docs/model.md 15.6).
+"""Figures of a kind-model document of `epsuite model` (docs/model.md 16.6).
 
 usage: epsuite_model_plot.py --out DIR MODEL.json
 
