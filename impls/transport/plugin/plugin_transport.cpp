@@ -10,8 +10,8 @@
 #include "impls/device/cpu/cpu_device.hpp"
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
-#include "impls/transport/plugin/call_guard.hpp"
 #include "impls/transport/frame/checks.hpp"
+#include "impls/transport/plugin/call_guard.hpp"
 #include "impls/transport/routing/routing.hpp"
 
 namespace eps::transport {
