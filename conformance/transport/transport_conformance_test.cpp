@@ -169,7 +169,7 @@ bool selected_by_name(const std::string& name) {
   }                                                                          \
   EPS_ASSERT_OK((made).status())
 
-void expect_ok(const dispatch::CompareReport& report, std::string_view what) {
+void expect_ok(const dispatch::MismatchReport& report, std::string_view what) {
   EXPECT_TRUE(report.ok()) << what << ": " << report.to_string();
 }
 
@@ -212,7 +212,7 @@ void check_round(const Case& c, const Round& round, std::string_view label, bool
             fmt::format("{}: layout (docs/dispatch.md 5.1)", label));
   expect_ok(check_dispatch(round.problem, rank, round.buffers, round.handle->num_recv_rows(), fixed_order),
             fmt::format("{}: {} dispatch", label, transport::layout_name(c.contract.layout)));
-  Result<dispatch::CompareReport> combined =
+  Result<dispatch::MismatchReport> combined =
       check_combine(round.problem, rank, c.contract.tree, c.contract.tree != CombineTree::kLlWeighted,
                     round.out, round.combined_weights);
   ASSERT_TRUE(combined.ok()) << combined.status().message();
@@ -470,8 +470,8 @@ TEST(NegativeControl, FabricOrderOnTheChaosFabricIsCaught) {
       const bool dispatch_ok =
           check_dispatch(round->problem, mpi::rank(), round->buffers, round->handle->num_recv_rows(), true)
               .ok();
-      Result<dispatch::CompareReport> combined = check_combine(round->problem, mpi::rank(), c.contract.tree,
-                                                               false, round->out, round->combined_weights);
+      Result<dispatch::MismatchReport> combined = check_combine(round->problem, mpi::rank(), c.contract.tree,
+                                                                false, round->out, round->combined_weights);
       EPS_ASSERT_OK(combined.status());
       if (!dispatch_ok || !combined->ok()) ++wrong_rounds;
     }

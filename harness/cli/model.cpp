@@ -11,8 +11,8 @@
 #include "impls/runtime/params.hpp"
 #include "perf/bench/presets.hpp"
 #include "perf/model/model.hpp"
-#include "perf/results/results.hpp"
 #include "reference/dispatch/expert_map.hpp"
+#include "results/document.hpp"
 
 namespace eps {
 namespace {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "perf/bench/presets.hpp"
+#include "results/statistics.hpp"
 
 namespace eps::model {
 namespace {

@@ -35,8 +35,8 @@
 #include "impls/runtime/json_io.hpp"
 #include "perf/model/link_fit.hpp"
 #include "perf/model/traffic.hpp"
-#include "perf/results/results.hpp"
 #include "reference/common/status.hpp"
+#include "results/document.hpp"
 
 namespace eps::model {
 
