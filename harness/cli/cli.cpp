@@ -9,6 +9,7 @@
 #include "harness/cli/bench.hpp"
 #include "harness/cli/compare.hpp"
 #include "harness/cli/info.hpp"
+#include "harness/cli/model.hpp"
 #include "harness/cli/planner.hpp"
 #include "harness/cli/plot.hpp"
 #include "harness/cli/ref.hpp"
@@ -68,6 +69,12 @@ int epsuite_main(int argc, char** argv) {
       "Chaos soak: the conformance cases under N chaos seeds, with replay lines (mpirun ... epsuite soak)");
   soak_command.bind(*soak);
 
+  ModelCommand model_command;
+  CLI::App* model = app.add_subcommand(
+      "model",
+      "Predict dispatch/combine at EP sizes not measured, from results (epsuite model --from FILE...)");
+  model_command.bind(*model);
+
   PlannerCommand planner_command;
   CLI::App* planner = app.add_subcommand(
       "planner",
@@ -91,6 +98,7 @@ int epsuite_main(int argc, char** argv) {
   if (run->parsed()) return run_command.run(std::vector<std::string>(argv, argv + argc));
   if (compare->parsed()) return compare_command.run();
   if (planner->parsed()) return planner_command.run();
+  if (model->parsed()) return model_command.run(std::vector<std::string>(argv, argv + argc));
   if (soak->parsed()) return soak_command.run(*soak, std::vector<std::string>(argv, argv + argc));
   return 0;
 }

@@ -108,11 +108,16 @@ Result<std::string> helper_script_path(const std::string& name) {
 
 Status plot_results(const std::vector<std::string>& files, const std::string& out_dir) {
   EPS_RETURN_IF_ERROR(check_inputs(files));
-  EPS_ASSIGN_OR_RETURN(std::string script, plot_script_path());
-  const char* python = std::getenv("EPSUITE_PYTHON");
-  std::vector<std::string> args{python != nullptr && *python != '\0' ? python : EPS_PLOT_PYTHON, script,
-                                "--out", out_dir};
+  std::vector<std::string> args{"--out", out_dir};
   args.insert(args.end(), files.begin(), files.end());
+  return run_plot_helper("epsuite_plot.py", args);
+}
+
+Status run_plot_helper(const std::string& name, const std::vector<std::string>& script_args) {
+  EPS_ASSIGN_OR_RETURN(std::string script, helper_script_path(name));
+  const char* python = std::getenv("EPSUITE_PYTHON");
+  std::vector<std::string> args{python != nullptr && *python != '\0' ? python : EPS_PLOT_PYTHON, script};
+  args.insert(args.end(), script_args.begin(), script_args.end());
   EPS_ASSIGN_OR_RETURN(auto outcome, spawn_captured(args));
   const auto& [code, err] = outcome;
   if (code == 0) return Status();

@@ -31,4 +31,8 @@ Status write_run_report(const std::string& run_dir);
 // first, which ci/setup gives matplotlib).
 Status plot_results(const std::vector<std::string>& files, const std::string& out_dir);
 
+// Runs `PYTHON <dir of epsuite>/plot/NAME ARGS...` (PYTHON as above); the script's exit 2 is bad input, 3 a
+// missing python3/matplotlib, anything else a crash (kEnvironment with its last stderr line).
+Status run_plot_helper(const std::string& name, const std::vector<std::string>& args);
+
 }  // namespace eps
