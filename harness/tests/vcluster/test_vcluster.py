@@ -43,8 +43,11 @@ def test_fabric(cluster, tmp_path):
     out = result.output
     ran = re.findall(r"\[\s+OK \] Fabrics/\S+/(chaos_)?auto\b", out)
     # Atomics may be unavailable between nodes (libfabric:tcp keeps write ordering instead, docs/fabrics.md):
-    # their cases skip, after SupportIsDeclaredAndRefusalsAreClear checked that the refusal is clear.
-    skipped = re.findall(r"\[\s+SKIPPED \] Fabrics/(?!FabricAtomics\.|OrderedFabric\.Atomic)\S+/(chaos_)?auto\b", out)
+    # their cases skip, after SupportIsDeclaredAndRefusalsAreClear checked that the refusal is clear. The
+    # stream-ordered receive needs a region device (the ipc fabric, docs/fabrics.md 6.5): on cpu ranks across
+    # nodes auto has none, and that case says so and skips.
+    skipped = re.findall(r"\[\s+SKIPPED \] Fabrics/(?!FabricAtomics\.|OrderedFabric\.Atomic|FabricContract\."
+                         r"StreamOrderedReceive/)\S+/(chaos_)?auto\b", out)
     refusal = re.findall(r"\[\s+OK \] Fabrics/FabricAtomics\.SupportIsDeclaredAndRefusalsAreClear/(chaos_)?auto\b",
                          out)
     assert ran and not skipped, f"auto cases: {len(ran)} ran, {len(skipped)} skipped"
