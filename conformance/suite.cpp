@@ -22,6 +22,7 @@ struct Selection {
   fabric::FabricSelection fabric;
   bool fabric_named = false;
   std::map<std::string, Status> availability;
+  std::string fabric_preflight;  // describe_preflight of the last preflight_transports
   std::unique_ptr<device::Device> device;
   Status device_status = Status(StatusCode::kUnavailable, "no device opened yet");
   bool device_named = false;
@@ -110,6 +111,9 @@ const Status& transport_availability(const std::string& name) {
 
 Status preflight_transports(double timeout_seconds) {
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(fabric_selection()));
+  EPS_ASSIGN_OR_RETURN(const fabric::FabricPreflight preflight,
+                       fabric::preflight_fabric(fabric_selection(), MPI_COMM_WORLD, timeout_seconds));
+  selection().fabric_preflight = fabric::describe_preflight(preflight);
   for (const std::string& name : selected_transports()) {
     if (!selection().device_status.ok()) {  // no device, no transport on it
       selection().availability[name] = selection().device_status;
@@ -127,8 +131,8 @@ Status preflight_transports(double timeout_seconds) {
 
 std::string capability_table() {
   const auto contracts = all_contracts();
-  std::string out =
-      fmt::format("# capabilities (docs/dispatch.md 5): run = checked here, n/a = not declared\n");
+  std::string out = fmt::format("# fabric (docs/fabrics.md 6.6): {}\n", selection().fabric_preflight);
+  out += fmt::format("# capabilities (docs/dispatch.md 5): run = checked here, n/a = not declared\n");
   std::size_t width = 10;  // the names column fits the longest name (plugin:<name> can be long)
   for (const std::string& name : selected_transports()) width = std::max(width, name.size());
   out += fmt::format("#  {:<{}}", "transport", width);
@@ -151,7 +155,8 @@ std::string capability_table() {
 
 SuiteCommand::SuiteCommand()
     : params_(Params::from_catalog({"strict", "timeout", "transport", "device", "fabric", "signal", "chaos",
-                                    "allow-unsafe", "iface", "proxy-threads"})) {}
+                                    "allow-unsafe", "iface", "proxy-threads", "allow-fallback",
+                                    "require-fabric"})) {}
 
 void SuiteCommand::bind(CLI::App& app) {
   params_->bind(app);

@@ -305,7 +305,8 @@ class FabricSeries final : public BenchSeries {
 
 std::vector<ParamSpec> params() {
   std::vector<ParamSpec> s;
-  for (std::string_view name : {"fabric", "chaos", "iface"}) s.push_back(param_spec(name));
+  for (std::string_view name : {"fabric", "chaos", "iface", "allow-fallback", "require-fabric"})
+    s.push_back(param_spec(name));
   s.push_back({.name = "sizes",
                .kind = ParamKind::kSweep,
                .default_text = "8:2097152:x4",

@@ -373,8 +373,8 @@ Result<Mismatches> TransportWork::combine_mismatches() const {
 
 std::vector<ParamSpec> transport_op_params() {
   std::vector<ParamSpec> s = preset_param_specs();
-  for (std::string_view name :
-       {"transport", "device", "fabric", "signal", "chaos", "allow-unsafe", "iface", "proxy-threads"})
+  for (std::string_view name : {"transport", "device", "fabric", "signal", "chaos", "allow-unsafe", "iface",
+                                "proxy-threads", "allow-fallback", "require-fabric"})
     s.push_back(param_spec(name));
   s.push_back(ceiling_param_spec());
   s.push_back({.name = "mode",
