@@ -23,6 +23,7 @@ struct Selection {
   bool fabric_named = false;
   std::map<std::string, Status> availability;
   std::string fabric_preflight;  // describe_preflight of the last preflight_transports
+  bool repeat_check = false;
   std::unique_ptr<device::Device> device;
   Status device_status = Status(StatusCode::kUnavailable, "no device opened yet");
   bool device_named = false;
@@ -81,6 +82,9 @@ void set_fabric_selection(fabric::FabricSelection s, bool named) {
   selection().fabric = std::move(s);
   selection().fabric_named = named;
 }
+
+bool repeat_check() { return selection().repeat_check; }
+void set_repeat_check(bool enabled) { selection().repeat_check = enabled; }
 
 Result<device::Device*> selected_device() {
   if (selection().device == nullptr) return selection().device_status;
@@ -156,7 +160,7 @@ std::string capability_table() {
 SuiteCommand::SuiteCommand()
     : params_(Params::from_catalog({"strict", "timeout", "transport", "device", "fabric", "signal", "chaos",
                                     "allow-unsafe", "iface", "proxy-threads", "allow-fallback",
-                                    "require-fabric"})) {}
+                                    "require-fabric", "repeat-check"})) {}
 
 void SuiteCommand::bind(CLI::App& app) {
   params_->bind(app);
@@ -198,6 +202,7 @@ int SuiteCommand::run(CLI::App& app) {
   set_selected_transports(std::move(transports).value(), params_->string("transport") != "all");
   set_fabric_selection(fabric::fabric_selection_from(*params_),
                        params_->source("fabric") != ParamSource::kDefault);
+  set_repeat_check(params_->enabled("repeat-check"));
   const Status opened =
       open_device(params_->string("device"), params_->source("device") != ParamSource::kDefault, timeout);
   agreed = mpi::agree_exit_code(opened, Deadline(timeout));

@@ -45,6 +45,11 @@ const fabric::FabricSelection& fabric_selection();
 bool fabric_named();
 void set_fabric_selection(fabric::FabricSelection selection, bool named);
 
+// --repeat-check (docs/results.md 9.7): the transport contract cases run a second time on identical inputs
+// and compare the outputs with the first run's bit for bit.
+bool repeat_check();
+void set_repeat_check(bool enabled);
+
 // The device of this run (--device), opened by SuiteCommand::run: the device, or why it is unavailable.
 Result<device::Device*> selected_device();
 // Whether --device was given rather than defaulted.

@@ -75,7 +75,7 @@ std::vector<ParamSpec> soak_param_specs() {
            "sender-barrier: those safe on an unordered fabric). fabric-order needs --allow-unsafe and "
            "must fail (a soak that can fail)"});
   for (std::string_view name : {"allow-unsafe", "device", "iface", "proxy-threads", "strict", "timeout",
-                                "allow-fallback", "require-fabric"}) {
+                                "allow-fallback", "require-fabric", "repeat-check"}) {
     specs.push_back(param_spec(name));
   }
   return specs;
@@ -278,6 +278,7 @@ std::string replay_extra(const Params& params) {
   }
   if (params.enabled("strict")) out += " --strict";
   if (params.enabled("allow-fallback")) out += " --allow-fallback";
+  if (params.enabled("repeat-check")) out += " --repeat-check";
   return out;
 }
 
@@ -372,6 +373,7 @@ int SoakCommand::run(CLI::App& app, const std::vector<std::string>& argv) {
   first.signal = plan.signals.front();
   first.chaos = soak_chaos(plan.first_seed).to_string();
   conformance::set_fabric_selection(first, plan.fabric_named);
+  conformance::set_repeat_check(params_->enabled("repeat-check"));
   const Status opened = conformance::open_device(params_->string("device"),
                                                  params_->source("device") != ParamSource::kDefault, timeout);
   agreed = mpi::agree_exit_code(opened, Deadline(timeout));

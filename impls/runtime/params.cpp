@@ -56,6 +56,13 @@ std::vector<ParamSpec> make_catalog() {
                    "Let --fabric auto go on to the next inter-node fabric when an RDMA device or an "
                    "EFA/verbs provider is present but fails to open (recorded as refused); without it "
                    "that stops the run with exit 3 naming the device and the error (docs/fabrics.md 6.6)"});
+  c.push_back({.name = "repeat-check",
+               .kind = ParamKind::kSwitch,
+               .default_text = "false",
+               .help =
+                   "Run each transport case a second time on identical inputs and require outputs equal to "
+                   "the first run's bit for bit, naming the first differing buffer, row and byte "
+                   "(docs/results.md 9.7)"});
   c.push_back({.name = "require-fabric",
                .kind = ParamKind::kString,
                .default_text = "",

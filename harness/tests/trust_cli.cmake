@@ -1,5 +1,6 @@
-# The fabric preflight of docs/fabrics.md 6.6 end to end under mpirun (2 ranks, one node), run by ctest as
-#   cmake -DEPSUITE=... -DMPIEXEC=... -DWORK_DIR=... -DCASE=... -P fabric_preflight_cli.cmake
+# Issue 31's command-line checks end to end under mpirun (2 ranks, one node): the fabric preflight of
+# docs/fabrics.md 6.6 and --repeat-check of docs/results.md 9.7. Run by ctest as
+#   cmake -DEPSUITE=... -DMPIEXEC=... -DWORK_DIR=... -DCASE=... -P trust_cli.cmake
 # CASE info-json: `epsuite info --json -` records platform.fabric {requested auto, chosen shm, refused []}.
 # CASE info-required: `info --require-fabric libfabric:tcp` exits 3 naming shm as chosen instead and why.
 # CASE info-unknown: `info --require-fabric verbs:xyz` exits 2 naming the flag.
@@ -7,6 +8,8 @@
 # CASE check-met: `check --require-fabric shm` runs and prints the preflight line of the capability table.
 # CASE bench-json: `bench dispatch --json` writes platform.fabric into the results document.
 # CASE bench-required: `bench dispatch --require-fabric verbs:rc` exits 3 and writes no results file.
+# CASE repeat-check: `check --repeat-check` on mpi and direct over shm passes the contract cases run twice.
+# CASE soak-repeat-check: `soak --repeat-check --seeds 2` passes and puts --repeat-check in its replay lines.
 cmake_policy(SET CMP0054 NEW)
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -39,6 +42,13 @@ elseif(CASE STREQUAL "bench-required")
            --require-fabric verbs:rc)
   set(code 3)
   set(expect_err "--require-fabric verbs:rc: the fabric chosen is shm instead")
+elseif(CASE STREQUAL "repeat-check")
+  set(args check --transport mpi,direct --fabric shm --repeat-check
+           --gtest_filter=Transports/TransportContract.*_bf16_uniform)
+  set(expect_out "")  # exit 0: every case run twice agreed
+elseif(CASE STREQUAL "soak-repeat-check")
+  set(args soak --transport direct --repeat-check --seeds 2 --gtest_filter=Transports/TransportContract.*_bf16_uniform)
+  set(expect_out "epsuite soak: PASS")
 else()
   message(FATAL_ERROR "unknown CASE ${CASE}")
 endif()
