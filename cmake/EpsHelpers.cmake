@@ -67,3 +67,27 @@ void @ARG_FUNCTION@(@ARG_REGISTRY@& registry) {
 }  // namespace @ARG_NAMESPACE@
 " @ONLY)
 endfunction()
+
+# The tests that run the epsuite binary are one pytest tree, harness/tests (its conftest.py says how to run it by
+# hand), on Debian's python3 with python3-pytest (ci/setup).
+find_program(EPS_PYTEST_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT EPS_PYTEST_PYTHON)
+  set(EPS_PYTEST_PYTHON python3)
+endif()
+execute_process(COMMAND ${EPS_PYTEST_PYTHON} -c "import pytest" RESULT_VARIABLE eps_no_pytest
+                OUTPUT_QUIET ERROR_QUIET)
+if(eps_no_pytest)
+  message(WARNING "${EPS_PYTEST_PYTHON} has no pytest: the tests of harness/tests will fail (run ci/setup)")
+endif()
+
+# eps_add_pytest(NAME TEST file.py[::test[case]] [ARGS a ...])
+#   One ctest entry NAME running that test (file, function or case) of harness/tests with this build's paths
+#   (epsuite-tests.json, harness/tests/CMakeLists.txt), its scratch files in NAME/ of the current build folder.
+#   Its LABELS, TIMEOUT, PROCESSORS, ENVIRONMENT... are set with set_tests_properties, as for any test.
+function(eps_add_pytest name)
+  cmake_parse_arguments(ARG "" "TEST" "ARGS" ${ARGN})
+  add_test(NAME ${name}
+           COMMAND ${EPS_PYTEST_PYTHON} -B -m pytest -q ${PROJECT_SOURCE_DIR}/harness/tests/${ARG_TEST}
+                   --build-dir ${PROJECT_BINARY_DIR} --basetemp ${CMAKE_CURRENT_BINARY_DIR}/${name} ${ARG_ARGS}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endfunction()

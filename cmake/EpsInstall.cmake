@@ -54,13 +54,10 @@ set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3-matplotlib, python3-numpy, libfabri
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 include(CPack)
 
-# The package end to end (cmake/install_check.py): install into a temporary prefix, build and install the example
-# plugin against it, check it at R = 1..4, run it beside `mpi` (bench, plots, report.md), import the installed
+# The package end to end (harness/tests/test_install.py): install into a temporary prefix, build and install the
+# example plugin against it, check it at R = 1..4, run it beside `mpi` (bench, plots, report.md), import the installed
 # Python package, pack the .deb. About 4 minutes on a 2-core machine, most of it the four checks and the run.
 find_program(EPS_INSTALL_PYTHON3 NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
-add_test(NAME install_example_plugin
-         COMMAND ${EPS_INSTALL_PYTHON3} ${PROJECT_SOURCE_DIR}/cmake/install_check.py --build ${PROJECT_BINARY_DIR}
-                 --source ${PROJECT_SOURCE_DIR} --mpirun ${MPIEXEC_EXECUTABLE} --python ${EPS_INSTALL_PYTHON3}
-                 --workdir ${PROJECT_BINARY_DIR}/install_check)
+eps_add_pytest(install_example_plugin TEST test_install.py::test_example_plugin ARGS --python ${EPS_INSTALL_PYTHON3})
 set_tests_properties(install_example_plugin PROPERTIES
   TIMEOUT 1800 LABELS "mpi;install;plugin" ENVIRONMENT "${EPS_MPI_TEST_ENVIRONMENT}" PROCESSORS 4)

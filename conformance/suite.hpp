@@ -45,7 +45,7 @@ const fabric::FabricSelection& fabric_selection();
 bool fabric_named();
 void set_fabric_selection(fabric::FabricSelection selection, bool named);
 
-// --repeat-check (docs/results.md 9.7): the transport contract cases run a second time on identical inputs
+// --repeat-check (docs/results.md 9.8): the transport contract cases run a second time on identical inputs
 // and compare the outputs with the first run's bit for bit.
 bool repeat_check();
 void set_repeat_check(bool enabled);

@@ -32,13 +32,13 @@
 #include "impls/problem/transport_problem.hpp"
 #include "impls/runtime/json_io.hpp"
 #include "perf/bench/presets.hpp"
-#include "perf/results/results.hpp"
 #include "reference/common/version.hpp"
 #include "reference/dispatch/byte_accounting.hpp"
 #include "reference/dispatch/expert_major.hpp"
 #include "reference/dispatch/layout.hpp"
 #include "reference/dispatch/ll_dispatch.hpp"
 #include "reference/dispatch/rank_major.hpp"
+#include "results/document.hpp"
 
 namespace py = pybind11;
 
@@ -230,7 +230,7 @@ py::dict shape_dict(const problem::ProblemShape& s) {
   return d;
 }
 
-py::dict report_dict(const dispatch::CompareReport& report) {
+py::dict report_dict(const dispatch::MismatchReport& report) {
   py::dict d;
   d["passed"] = report.ok();
   d["mismatches"] = report.mismatches();
@@ -459,7 +459,7 @@ class PyProblem {
       copy_into<float>(checked(combined_weights, {"combined_weights", kFloats, {t, shape().top_k}, ""}),
                        "combined_weights", std::span(weights));
     }
-    const dispatch::CompareReport report =
+    const dispatch::MismatchReport report =
         value_or_raise(problem::check_combine(problem_, rank_, tree_of(tree_name), with_bias, x, weights));
     return report_dict(report);
   }

@@ -170,7 +170,7 @@ bool selected_by_name(const std::string& name) {
   }                                                                          \
   EPS_ASSERT_OK((made).status())
 
-void expect_ok(const dispatch::CompareReport& report, std::string_view what) {
+void expect_ok(const dispatch::MismatchReport& report, std::string_view what) {
   EXPECT_TRUE(report.ok()) << what << ": " << report.to_string();
 }
 
@@ -213,7 +213,7 @@ void check_round(const Case& c, const Round& round, std::string_view label, bool
             fmt::format("{}: layout (docs/dispatch.md 5.1)", label));
   expect_ok(check_dispatch(round.problem, rank, round.buffers, round.handle->num_recv_rows(), fixed_order),
             fmt::format("{}: {} dispatch", label, transport::layout_name(c.contract.layout)));
-  Result<dispatch::CompareReport> combined =
+  Result<dispatch::MismatchReport> combined =
       check_combine(round.problem, rank, c.contract.tree, c.contract.tree != CombineTree::kLlWeighted,
                     round.out, round.combined_weights);
   ASSERT_TRUE(combined.ok()) << combined.status().message();
@@ -221,7 +221,7 @@ void check_round(const Case& c, const Round& round, std::string_view label, bool
             fmt::format("{}: {} combine (docs/dispatch.md 5.5)", label, combine_tree_name(c.contract.tree)));
 }
 
-// What --repeat-check compares (docs/results.md 9.7): the dispatch's outputs where their row order is fixed
+// What --repeat-check compares (docs/results.md 9.8): the dispatch's outputs where their row order is fixed
 // (an open order may differ between runs, docs/dispatch.md 5.9), and the combine's, which never is open.
 std::vector<problem::OutputBuffer> round_outputs(const Round& round, const ProblemShape& shape,
                                                  bool ordered) {
@@ -243,7 +243,7 @@ void expect_repeatable(transport::Transport& t, const Case& c, const ProblemShap
   const std::optional<std::string> difference =
       problem::first_difference(round_outputs(first, shape, ordered), round_outputs(*again, shape, ordered));
   EXPECT_FALSE(difference.has_value())
-      << "--repeat-check on " << t.describe() << " (docs/results.md 9.7): " << difference.value_or("");
+      << "--repeat-check on " << t.describe() << " (docs/results.md 9.8): " << difference.value_or("");
 }
 
 class TransportContract : public testing::TestWithParam<Case> {};
@@ -497,8 +497,8 @@ TEST(NegativeControl, FabricOrderOnTheChaosFabricIsCaught) {
       const bool dispatch_ok =
           check_dispatch(round->problem, mpi::rank(), round->buffers, round->handle->num_recv_rows(), true)
               .ok();
-      Result<dispatch::CompareReport> combined = check_combine(round->problem, mpi::rank(), c.contract.tree,
-                                                               false, round->out, round->combined_weights);
+      Result<dispatch::MismatchReport> combined = check_combine(round->problem, mpi::rank(), c.contract.tree,
+                                                                false, round->out, round->combined_weights);
       EPS_ASSERT_OK(combined.status());
       if (!dispatch_ok || !combined->ok()) ++wrong_rounds;
     }

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "perf/results/results.hpp"
+#include "results/document.hpp"
 
 extern char** environ;
 

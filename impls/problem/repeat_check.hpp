@@ -1,4 +1,4 @@
-// --repeat-check (docs/results.md 9.7): a case run twice on identical inputs must give the same outputs bit
+// --repeat-check (docs/results.md 9.8): a case run twice on identical inputs must give the same outputs bit
 // for bit, with no reference needed. The outputs are named byte buffers cut into rows; the first difference
 // names the buffer, the row and the byte.
 #pragma once

@@ -272,8 +272,8 @@ std::vector<bf16> expert_outputs(const ProblemShape& s, int rank, const Dispatch
   return y;
 }
 
-dispatch::CompareReport check_layout(const Problem& p, int rank, const dispatch::DispatchLayout& actual) {
-  dispatch::CompareReport report;
+dispatch::MismatchReport check_layout(const Problem& p, int rank, const dispatch::DispatchLayout& actual) {
+  dispatch::MismatchReport report;
   const Result<dispatch::DispatchLayout> expected = dispatch::expected_layout(p.plan(), rank);
   if (!expected.ok()) {
     report.add({.field = "layout", .rank = rank, .note = expected.status().message()});
@@ -298,9 +298,9 @@ std::span<const T> first(const std::vector<T>& v, std::int64_t n) {
       std::min(v.size(), static_cast<std::size_t>(std::max<std::int64_t>(n, 0))));
 }
 
-dispatch::CompareReport check_rank_major(const Problem& p, int rank, const DispatchBuffers& b,
-                                         std::int64_t rows, bool fixed_order) {
-  dispatch::CompareReport report;
+dispatch::MismatchReport check_rank_major(const Problem& p, int rank, const DispatchBuffers& b,
+                                          std::int64_t rows, bool fixed_order) {
+  dispatch::MismatchReport report;
   const Result<dispatch::RankMajorExpected> expected =
       dispatch::expected_rank_major(p.plan(), rank, p.source());
   if (!expected.ok()) {
@@ -316,9 +316,9 @@ dispatch::CompareReport check_rank_major(const Problem& p, int rank, const Dispa
                      : dispatch::compare_rank_major_open(p.plan(), *expected, view);
 }
 
-dispatch::CompareReport check_expert_major(const Problem& p, int rank, const DispatchBuffers& b,
-                                           std::int64_t rows, bool fixed_order) {
-  dispatch::CompareReport report;
+dispatch::MismatchReport check_expert_major(const Problem& p, int rank, const DispatchBuffers& b,
+                                            std::int64_t rows, bool fixed_order) {
+  dispatch::MismatchReport report;
   const Result<dispatch::ExpertMajorExpected> expected =
       dispatch::expected_expert_major(p.plan(), rank, p.source());
   if (!expected.ok()) {
@@ -341,8 +341,8 @@ dispatch::CompareReport check_expert_major(const Problem& p, int rank, const Dis
 
 }  // namespace
 
-dispatch::CompareReport check_dispatch(const Problem& p, int rank, const DispatchBuffers& b,
-                                       std::int64_t num_rows, bool fixed_order) {
+dispatch::MismatchReport check_dispatch(const Problem& p, int rank, const DispatchBuffers& b,
+                                        std::int64_t num_rows, bool fixed_order) {
   switch (b.layout) {
     case Layout::kHtRankMajor:
       return check_rank_major(p, rank, b, num_rows, fixed_order);
@@ -352,11 +352,11 @@ dispatch::CompareReport check_dispatch(const Problem& p, int rank, const Dispatc
       break;
   }
   const dispatch::LlView view{b.recv_x, b.recv_x_scales, b.packed_recv_count, b.src_info, b.layout_range};
-  Result<dispatch::CompareReport> report =
+  Result<dispatch::MismatchReport> report =
       dispatch::check_ll_dispatch(p.plan(), rank, p.source(), view,
                                   fixed_order ? dispatch::LlOrder::kOrdered : dispatch::LlOrder::kUnordered);
   if (report.ok()) return *report;
-  dispatch::CompareReport failed;
+  dispatch::MismatchReport failed;
   failed.add({.field = "check_ll_dispatch", .rank = rank, .note = report.status().message()});
   return failed;
 }
@@ -389,11 +389,11 @@ Result<std::vector<bf16>> expected_combine(const Problem& p, int rank, transport
              : dispatch::expected_ht_two_level_combine(plan, rank, s.ranks_per_node, partial, bias);
 }
 
-Result<dispatch::CompareReport> check_combine(const Problem& p, int rank, transport::CombineTree tree,
-                                              bool with_bias, std::span<const bf16> out,
-                                              std::span<const float> combined_weights) {
+Result<dispatch::MismatchReport> check_combine(const Problem& p, int rank, transport::CombineTree tree,
+                                               bool with_bias, std::span<const bf16> out,
+                                               std::span<const float> combined_weights) {
   EPS_ASSIGN_OR_RETURN(const std::vector<bf16> expected, expected_combine(p, rank, tree, with_bias));
-  dispatch::CompareReport report = dispatch::compare_combine(p.plan(), rank, expected, out);
+  dispatch::MismatchReport report = dispatch::compare_combine(p.plan(), rank, expected, out);
   if (!combined_weights.empty())
     report.merge(dispatch::compare_combined_weights(p.plan(), rank, combined_weights));
   return report;

@@ -62,7 +62,7 @@ std::vector<ParamSpec> make_catalog() {
                .help =
                    "Run each transport case a second time on identical inputs and require outputs equal to "
                    "the first run's bit for bit, naming the first differing buffer, row and byte "
-                   "(docs/results.md 9.7)"});
+                   "(docs/results.md 9.8)"});
   c.push_back({.name = "require-fabric",
                .kind = ParamKind::kString,
                .default_text = "",

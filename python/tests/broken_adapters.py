@@ -1,5 +1,5 @@
-"""Adapters that the runner must catch (python/tests/runner_cli.py): each returns something wrong from the example
-adapter's correct result, on every rank, so that the case fails and the runner goes on."""
+"""Adapters that the runner must catch (harness/tests/test_python_runner.py): each returns something wrong from the
+example adapter's correct result, on every rank, so that the case fails and the runner goes on."""
 import torch
 
 from epsuite.adapters.torch_alltoall import AllToAllAdapter

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
-"""The Python bridge's problems, references and checkers (docs/plugins.md 15.5), without MPI. pytest-style test
-functions; run this file directly (it runs every test_* function) with PYTHONPATH at the built package and
-EPSUITE naming the epsuite binary.
+"""The Python bridge's problems, references and checkers (docs/plugins.md 15.5), without MPI: pytest tests (ctest
+python_bridge runs `python3 -m pytest python/tests/test_bridge.py` with PYTHONPATH at the built package and EPSUITE
+naming the epsuite binary).
 
 - The routing is the suite's: `epsuite ref dispatch` (a separate code path: the reference tool over JSON) gives
   the same layouts and receive metadata for the routing the Python problems hand out.
@@ -14,7 +13,6 @@ EPSUITE naming the epsuite binary.
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
@@ -174,20 +172,3 @@ def test_bad_shapes_of_the_problem_are_refused():
             continue
         raise AssertionError(f"not refused: {shape}")
 
-
-def main():
-    tests = [(name, fn) for name, fn in globals().items() if name.startswith("test_") and callable(fn)]
-    failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-            print(f"[       OK ] {name}")
-        except Exception as e:  # noqa: BLE001
-            failed += 1
-            print(f"[  FAILED  ] {name}: {type(e).__name__}: {e}")
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

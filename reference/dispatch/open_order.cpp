@@ -33,7 +33,7 @@ Field field(std::string_view name, std::size_t row_elements, std::span<const T> 
 class BlockMatcher {
  public:
   BlockMatcher(std::vector<Field> fields, int rank, std::span<const SourceToken> sources,
-               CompareReport& report)
+               MismatchReport& report)
       : fields_(std::move(fields)), rank_(rank), sources_(sources), report_(report) {}
 
   // The rows both sides hold (a count difference is reported here, once).
@@ -142,7 +142,7 @@ class BlockMatcher {
   std::vector<Field> fields_;
   int rank_;
   std::span<const SourceToken> sources_;
-  CompareReport& report_;
+  MismatchReport& report_;
 };
 
 // The payload arrays of a layout: recv_x (columns are bf16 or fp8 elements) and, for fp8, its scales.
@@ -158,9 +158,9 @@ std::vector<Field> payload_fields(const DispatchPlan& plan, std::span<const std:
 
 }  // namespace
 
-CompareReport compare_rank_major_open(const DispatchPlan& plan, const RankMajorExpected& expected,
-                                      const RankMajorView& actual) {
-  CompareReport report;
+MismatchReport compare_rank_major_open(const DispatchPlan& plan, const RankMajorExpected& expected,
+                                       const RankMajorView& actual) {
+  MismatchReport report;
   const RankMajorIndex& index = expected.index;
   const auto top_k = static_cast<std::size_t>(plan.top_k());
   std::vector<Field> fields =
@@ -183,9 +183,9 @@ CompareReport compare_rank_major_open(const DispatchPlan& plan, const RankMajorE
   return report;
 }
 
-CompareReport compare_expert_major_open(const DispatchPlan& plan, const ExpertMajorExpected& expected,
-                                        const ExpertMajorView& actual) {
-  CompareReport report;
+MismatchReport compare_expert_major_open(const DispatchPlan& plan, const ExpertMajorExpected& expected,
+                                         const ExpertMajorView& actual) {
+  MismatchReport report;
   const ExpertMajorIndex& index = expected.index;
   std::vector<float> weights;
   weights.reserve(index.rows.size());

@@ -21,17 +21,17 @@
 // compared.
 #pragma once
 
-#include "reference/dispatch/compare.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
 #include "reference/dispatch/expert_major.hpp"
+#include "reference/dispatch/mismatch_report.hpp"
 #include "reference/dispatch/rank_major.hpp"
 
 namespace eps::dispatch {
 
-CompareReport compare_rank_major_open(const DispatchPlan& plan, const RankMajorExpected& expected,
-                                      const RankMajorView& actual);
+MismatchReport compare_rank_major_open(const DispatchPlan& plan, const RankMajorExpected& expected,
+                                       const RankMajorView& actual);
 
-CompareReport compare_expert_major_open(const DispatchPlan& plan, const ExpertMajorExpected& expected,
-                                        const ExpertMajorView& actual);
+MismatchReport compare_expert_major_open(const DispatchPlan& plan, const ExpertMajorExpected& expected,
+                                         const ExpertMajorView& actual);
 
 }  // namespace eps::dispatch

@@ -108,7 +108,7 @@ TEST_F(OpenOrderTest, RankMajorRowsPermutedInsideBlocksPassOnlyWhenOpen) {
   EXPECT_TRUE(compare_rank_major_open(*plan_, e, actual.view()).ok());
   for (const auto& [begin, end] : blocks(e.index)) actual.reverse(*this, begin, end);
   ASSERT_NE(actual.x, e.recv_x);  // the workload must make the permutation visible
-  const CompareReport open = compare_rank_major_open(*plan_, e, actual.view());
+  const MismatchReport open = compare_rank_major_open(*plan_, e, actual.view());
   EXPECT_TRUE(open.ok()) << open.to_string();
   EXPECT_FALSE(compare_rank_major(*plan_, e, actual.view()).ok());
 }
@@ -120,7 +120,7 @@ TEST_F(OpenOrderTest, RankMajorRowMovedToAnotherBlockIsCaught) {
   ASSERT_GE(b.size(), 2u);
   RankMajor actual = received(e);
   actual.swap(*this, b[0].first, b[1].first);  // one row of each of two blocks changes places
-  const CompareReport report = compare_rank_major_open(*plan_, e, actual.view());
+  const MismatchReport report = compare_rank_major_open(*plan_, e, actual.view());
   EXPECT_EQ(report.mismatches(), 4) << report.to_string();  // per block: one stray row, one missing
   ASSERT_TRUE(report.first().has_value());
   EXPECT_EQ(report.first()->field, "recv_x");
@@ -144,7 +144,7 @@ TEST_F(OpenOrderTest, RankMajorMetadataSwappedBetweenRowsIsCaught) {
   });
   ASSERT_NE(block, b.end());
   swap_rows(actual.weights, top_k(), block->first, block->first + 1);
-  const CompareReport report = compare_rank_major_open(*plan_, e, actual.view());
+  const MismatchReport report = compare_rank_major_open(*plan_, e, actual.view());
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.first()->field, "recv_topk_weights") << report.to_string();
   EXPECT_EQ(report.first()->src_rank, e.index.sources[block->first].rank);
@@ -163,7 +163,7 @@ TEST_F(OpenOrderTest, RankMajorRepeatedRowAndWrongCountsAreCaught) {
 
   RankMajor counted = received(e);
   counted.counts[0] += 1;
-  const CompareReport report = compare_rank_major_open(*plan_, e, counted.view());
+  const MismatchReport report = compare_rank_major_open(*plan_, e, counted.view());
   EXPECT_EQ(report.mismatches(), 1);
   EXPECT_EQ(report.first()->field, "num_recv_tokens_per_expert");
 }
@@ -176,7 +176,7 @@ TEST_F(OpenOrderTest, RankMajorRowCountIsCompared) {
   actual.scales.resize(actual.scales.size() - scales());
   actual.idx.resize(actual.idx.size() - top_k());
   actual.weights.resize(actual.weights.size() - top_k());
-  const CompareReport report = compare_rank_major_open(*plan_, e, actual.view());
+  const MismatchReport report = compare_rank_major_open(*plan_, e, actual.view());
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.first()->note, "row count differs");
 }
@@ -214,7 +214,7 @@ TEST_F(ExpertMajorOpenTest, ValidRowsPermutedInsideSegmentsPassOnlyWhenOpen) {
     reverse(actual, begin, begin + static_cast<std::size_t>(e.index.counts[l]));
   }
   ASSERT_NE(actual.x, e.recv_x);
-  const CompareReport open = compare_expert_major_open(*plan_, e, actual.view());
+  const MismatchReport open = compare_expert_major_open(*plan_, e, actual.view());
   EXPECT_TRUE(open.ok()) << open.to_string();
   EXPECT_FALSE(compare_expert_major(*plan_, e, actual.view()).ok());
 }
@@ -232,7 +232,7 @@ TEST_F(ExpertMajorOpenTest, PaddingBeforeValidRowsIsCaught) {
   ExpertMajor actual = received(e);
   reverse(actual, static_cast<std::size_t>(e.index.segment_begin[l]),
           static_cast<std::size_t>(e.index.segment_begin[l + 1]));
-  const CompareReport report = compare_expert_major_open(*plan_, e, actual.view());
+  const MismatchReport report = compare_expert_major_open(*plan_, e, actual.view());
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.first()->field, "recv_x");
 }
@@ -255,7 +255,7 @@ TEST_F(ExpertMajorOpenTest, RowOfAnotherExpertIsCaught) {
                                    e.recv_x.begin() + static_cast<std::ptrdiff_t>((a + 1) * row_bytes())),
             std::vector<std::byte>(e.recv_x.begin() + static_cast<std::ptrdiff_t>(b * row_bytes()),
                                    e.recv_x.begin() + static_cast<std::ptrdiff_t>((b + 1) * row_bytes())));
-  const CompareReport report = compare_expert_major_open(*plan_, e, actual.view());
+  const MismatchReport report = compare_expert_major_open(*plan_, e, actual.view());
   EXPECT_EQ(report.mismatches(), 4) << report.to_string();
 }
 
