@@ -22,6 +22,8 @@ struct Selection {
   fabric::FabricSelection fabric;
   bool fabric_named = false;
   std::map<std::string, Status> availability;
+  std::string fabric_preflight;  // describe_preflight of the last preflight_transports
+  bool repeat_check = false;
   std::unique_ptr<device::Device> device;
   Status device_status = Status(StatusCode::kUnavailable, "no device opened yet");
   bool device_named = false;
@@ -81,6 +83,9 @@ void set_fabric_selection(fabric::FabricSelection s, bool named) {
   selection().fabric_named = named;
 }
 
+bool repeat_check() { return selection().repeat_check; }
+void set_repeat_check(bool enabled) { selection().repeat_check = enabled; }
+
 Result<device::Device*> selected_device() {
   if (selection().device == nullptr) return selection().device_status;
   return selection().device.get();
@@ -110,6 +115,9 @@ const Status& transport_availability(const std::string& name) {
 
 Status preflight_transports(double timeout_seconds) {
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(fabric_selection()));
+  EPS_ASSIGN_OR_RETURN(const fabric::FabricPreflight preflight,
+                       fabric::preflight_fabric(fabric_selection(), MPI_COMM_WORLD, timeout_seconds));
+  selection().fabric_preflight = fabric::describe_preflight(preflight);
   for (const std::string& name : selected_transports()) {
     if (!selection().device_status.ok()) {  // no device, no transport on it
       selection().availability[name] = selection().device_status;
@@ -127,8 +135,8 @@ Status preflight_transports(double timeout_seconds) {
 
 std::string capability_table() {
   const auto contracts = all_contracts();
-  std::string out =
-      fmt::format("# capabilities (docs/dispatch.md 5): run = checked here, n/a = not declared\n");
+  std::string out = fmt::format("# fabric (docs/fabrics.md 6.6): {}\n", selection().fabric_preflight);
+  out += fmt::format("# capabilities (docs/dispatch.md 5): run = checked here, n/a = not declared\n");
   std::size_t width = 10;  // the names column fits the longest name (plugin:<name> can be long)
   for (const std::string& name : selected_transports()) width = std::max(width, name.size());
   out += fmt::format("#  {:<{}}", "transport", width);
@@ -151,7 +159,8 @@ std::string capability_table() {
 
 SuiteCommand::SuiteCommand()
     : params_(Params::from_catalog({"strict", "timeout", "transport", "device", "fabric", "signal", "chaos",
-                                    "allow-unsafe", "iface", "proxy-threads"})) {}
+                                    "allow-unsafe", "iface", "proxy-threads", "allow-fallback",
+                                    "require-fabric", "repeat-check"})) {}
 
 void SuiteCommand::bind(CLI::App& app) {
   params_->bind(app);
@@ -193,6 +202,7 @@ int SuiteCommand::run(CLI::App& app) {
   set_selected_transports(std::move(transports).value(), params_->string("transport") != "all");
   set_fabric_selection(fabric::fabric_selection_from(*params_),
                        params_->source("fabric") != ParamSource::kDefault);
+  set_repeat_check(params_->enabled("repeat-check"));
   const Status opened =
       open_device(params_->string("device"), params_->source("device") != ParamSource::kDefault, timeout);
   agreed = mpi::agree_exit_code(opened, Deadline(timeout));

@@ -9,9 +9,10 @@
 // (docs/errors.md 10.1).
 //
 // Preflight (collective, before any test): the selection is validated without creating anything (bad input
-// exits 2), then every selected transport is created once at a small shape. A transport whose fabric is
-// absent here is `unavailable` (its cases skip with the reason); a timeout or peer failure is an error
-// (exit 3), never a skip. Rank 0 then prints one capability table: transport x contract, each cell the
+// exits 2), the fabric preflight runs (docs/fabrics.md 6.6: `auto` fails closed, --require-fabric must be
+// met, exit 3 otherwise), then every selected transport is created once at a small shape. A transport whose
+// fabric is absent here is `unavailable` (its cases skip with the reason); a timeout or peer failure is an
+// error (exit 3), never a skip. Rank 0 then prints one capability table: transport x contract, each cell the
 // contract's outcome in this run (`run`, `n/a` for a contract the transport does not declare, `unavailable`).
 // Cases of undeclared contracts are not instantiated; one test per transport shows that dispatching an
 // undeclared layout is refused (kInvalidArgument).
@@ -44,6 +45,11 @@ const fabric::FabricSelection& fabric_selection();
 bool fabric_named();
 void set_fabric_selection(fabric::FabricSelection selection, bool named);
 
+// --repeat-check (docs/results.md 9.8): the transport contract cases run a second time on identical inputs
+// and compare the outputs with the first run's bit for bit.
+bool repeat_check();
+void set_repeat_check(bool enabled);
+
 // The device of this run (--device), opened by SuiteCommand::run: the device, or why it is unavailable.
 Result<device::Device*> selected_device();
 // Whether --device was given rather than defaulted.
@@ -54,11 +60,13 @@ Status open_device(const std::string& spec, bool named, double timeout_seconds);
 // The preflight outcome of a selected transport: its creation status at a small shape (ok, kUnavailable).
 const Status& transport_availability(const std::string& name);
 
-// Validates the selection and creates every selected transport once (see above). kInvalidArgument for a
-// bad selection, kEnvironment for a timeout or peer failure while creating. Collective.
+// Validates the selection, runs the fabric preflight and creates every selected transport once (see
+// above). kInvalidArgument for a bad selection, kEnvironment for a timeout or peer failure while creating,
+// a fabric that fails closed or an unmet --require-fabric. Collective.
 Status preflight_transports(double timeout_seconds);
 
-// The capability table (transport x contract) of the selected transports after the preflight, '#' lines.
+// The fabric preflight line and the capability table (transport x contract) of the selected transports
+// after the preflight, '#' lines.
 std::string capability_table();
 
 class SuiteCommand {

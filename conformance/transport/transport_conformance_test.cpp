@@ -17,6 +17,7 @@
 #include "conformance/suite.hpp"
 #include "impls/fabric/chaos/chaos_fabric.hpp"
 #include "impls/problem/device_mirror.hpp"
+#include "impls/problem/repeat_check.hpp"
 #include "impls/problem/transport_problem.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/testing/mpi_gtest.hpp"
@@ -220,6 +221,31 @@ void check_round(const Case& c, const Round& round, std::string_view label, bool
             fmt::format("{}: {} combine (docs/dispatch.md 5.5)", label, combine_tree_name(c.contract.tree)));
 }
 
+// What --repeat-check compares (docs/results.md 9.8): the dispatch's outputs where their row order is fixed
+// (an open order may differ between runs, docs/dispatch.md 5.9), and the combine's, which never is open.
+std::vector<problem::OutputBuffer> round_outputs(const Round& round, const ProblemShape& shape,
+                                                 bool ordered) {
+  std::vector<problem::OutputBuffer> out;
+  if (ordered) out = problem::dispatch_outputs(round.buffers, shape);
+  out.push_back({"combine out", std::as_bytes(std::span<const bf16>(round.out)),
+                 sizeof(bf16) * static_cast<std::size_t>(shape.hidden)});
+  out.push_back({"combine combined_weights", std::as_bytes(std::span<const float>(round.combined_weights)),
+                 sizeof(float) * static_cast<std::size_t>(shape.top_k)});
+  return out;
+}
+
+// The same round again on identical inputs must give the first run's outputs bit for bit.
+void expect_repeatable(transport::Transport& t, const Case& c, const ProblemShape& shape, const Round& first,
+                       bool ordered) {
+  Result<Round> again = start_round(t, c, shape, 0);
+  EPS_ASSERT_OK(again.status());
+  EPS_ASSERT_OK(finish_round(t, c, *again));
+  const std::optional<std::string> difference =
+      problem::first_difference(round_outputs(first, shape, ordered), round_outputs(*again, shape, ordered));
+  EXPECT_FALSE(difference.has_value())
+      << "--repeat-check on " << t.describe() << " (docs/results.md 9.8): " << difference.value_or("");
+}
+
 class TransportContract : public testing::TestWithParam<Case> {};
 
 // docs/dispatch.md 5.1-5.5 on one workload; then a cached dispatch with new payloads (docs/dispatch.md 5.2:
@@ -237,6 +263,7 @@ TEST_P(TransportContract, DispatchCombineAndCachedDispatch) {
   EPS_ASSERT_OK(round.status());
   EPS_ASSERT_OK(finish_round(t, c, *round));
   check_round(c, *round, "fresh on " + t.describe(), ordered);
+  if (repeat_check()) expect_repeatable(t, c, shape, *round, ordered);
 
   if (!t.capabilities().cached_dispatch) return;  // not declared: not applicable
   Result<Problem> renewed = Problem::make(shape, c.workload, mpi::rank(), kSeed, 0, kSeed + 777);

@@ -5,6 +5,7 @@
 
 #include "harness/cli/command_start.hpp"
 #include "harness/platform/platform.hpp"
+#include "impls/fabric/fabric_selection.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "perf/bench/driver.hpp"
 
@@ -37,6 +38,10 @@ int BenchCommand::run(const std::vector<std::string>& argv) {
   Result<Platform> platform = discover_platform(Deadline(timeout), params_->string("device"));
   if (!platform.ok()) mpi::fatal(platform.status());
   platform->tags = start.tags;
+  const Status preflight =
+      record_fabric_preflight(fabric::fabric_selection_from(*params_), timeout, *platform);
+  const int refused = mpi::agree_exit_code(preflight, Deadline(timeout));
+  if (refused != 0) return mpi::finalize(refused, Deadline(timeout));
   const bench::BenchRequest request{op_, argv, platform_to_json(*platform)};
   const int result = bench::run_bench(*params_, request).exit_code;
   return mpi::finalize(result, Deadline(timeout));  // the final deadline starts after the run

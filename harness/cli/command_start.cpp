@@ -28,4 +28,13 @@ CommandStart start_command(Params& params, const std::vector<std::string>& tag_v
   return start;
 }
 
+Status record_fabric_preflight(const fabric::FabricSelection& selection, double timeout_seconds,
+                               Platform& platform) {
+  EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(selection));
+  EPS_ASSIGN_OR_RETURN(fabric::FabricPreflight preflight,
+                       fabric::preflight_fabric(selection, MPI_COMM_WORLD, timeout_seconds));
+  platform.fabric = std::move(preflight);
+  return Status();
+}
+
 }  // namespace eps

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "impls/fabric/fabric_selection.hpp"
 #include "impls/runtime/params.hpp"
 #include "reference/common/status.hpp"
 
@@ -16,6 +17,8 @@ class App;
 }
 
 namespace eps {
+
+struct Platform;
 
 struct CommandStart {
   Status status;                            // the first bad flag or tag, ok otherwise
@@ -28,5 +31,12 @@ void add_tag_option(CLI::App& app, std::vector<std::string>& tags);
 
 // MPI initialization failures end the job (mpi::fatal, exit 3). `params` must define "timeout".
 CommandStart start_command(Params& params, const std::vector<std::string>& tag_values);
+
+// The fabric preflight (docs/fabrics.md 6.6) shared by info, bench and run: validates `selection` (exit 2),
+// runs fabric::preflight_fabric (collective; exit 3 when auto fails closed or --require-fabric is not met),
+// and records it in platform.fabric (results and info.json carry it). Returns this rank's status;
+// the caller agrees on the exit code.
+Status record_fabric_preflight(const fabric::FabricSelection& selection, double timeout_seconds,
+                               Platform& platform);
 
 }  // namespace eps

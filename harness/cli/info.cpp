@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/platform/platform.hpp"
+#include "impls/fabric/fabric_registry.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "perf/bench/presets.hpp"
 #include "reference/common/version.hpp"
@@ -67,6 +68,7 @@ std::string info_block(const Platform& p, const Params& params, const ResolvedPr
   out += fmt::format("#  {:<16} {}, {}, CUDA {}, HIP {}\n", "build", kBuildType, kCompiler,
                      kWithCuda ? "on" : "off", kWithHip ? "on" : "off");
   out += fmt::format("#  {:<16} {}\n", "provider", p.provider);
+  if (p.fabric) out += fmt::format("#  {:<16} {}\n", "fabric", fabric::describe_preflight(*p.fabric));
   out += node_block(p);
   for (std::size_t r = 0; r < p.ranks.size(); ++r) {
     out += fmt::format("#  {:<16} host {}, device {}, nic {}\n", fmt::format("rank {}", r), p.ranks[r].host,
@@ -110,7 +112,9 @@ Status emit(const Platform& p, const Params& params, const ResolvedPreset* prese
 namespace {
 
 std::vector<ParamSpec> info_param_specs() {
-  std::vector<ParamSpec> specs = {param_spec("timeout"), param_spec("json")};
+  std::vector<ParamSpec> specs = {param_spec("timeout"),        param_spec("json"),
+                                  param_spec("fabric"),         param_spec("iface"),
+                                  param_spec("allow-fallback"), param_spec("require-fabric")};
   for (ParamSpec& s : preset_param_specs()) specs.push_back(std::move(s));
   return specs;
 }
@@ -137,6 +141,14 @@ int InfoCommand::run() {
   Result<Platform> platform = discover_platform(Deadline(timeout));
   if (!platform.ok()) mpi::fatal(platform.status());
   platform->tags = start.tags;
+  fabric::FabricSelection selection;
+  selection.fabric = params_->string("fabric");
+  selection.iface = params_->string("iface");
+  selection.allow_fallback = params_->enabled("allow-fallback");
+  selection.require_fabric = params_->string("require-fabric");
+  const Status preflight = record_fabric_preflight(selection, timeout, *platform);
+  code = mpi::agree_exit_code(preflight, Deadline(timeout));
+  if (code != 0) return mpi::finalize(code, Deadline(timeout));
   Result<mpi::NodeLayout> nodes = mpi::node_layout(MPI_COMM_WORLD, Deadline(timeout));
   if (!nodes.ok()) mpi::fatal(nodes.status());
   std::optional<ResolvedPreset> preset;

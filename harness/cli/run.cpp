@@ -14,6 +14,7 @@
 #include "harness/cli/step_log.hpp"
 #include "harness/platform/platform.hpp"
 #include "harness/plot/plot.hpp"
+#include "impls/fabric/fabric_registry.hpp"
 #include "impls/runtime/json_io.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/testing/mpi_gtest.hpp"
@@ -117,8 +118,9 @@ std::string eplb_summary(const bench::BenchOutcome& outcome) {
 
 std::vector<ParamSpec> run_param_specs() {
   std::vector<ParamSpec> specs;
-  for (std::string_view name : {"transport", "timeout", "strict", "device", "fabric", "signal", "chaos",
-                                "allow-unsafe", "iface", "proxy-threads"}) {
+  for (std::string_view name :
+       {"transport", "timeout", "strict", "device", "fabric", "signal", "chaos", "allow-unsafe", "iface",
+        "proxy-threads", "allow-fallback", "require-fabric"}) {
     specs.push_back(param_spec(name));
   }
   for (ParamSpec& spec : preset_param_specs()) specs.push_back(std::move(spec));
@@ -170,7 +172,9 @@ Result<std::unique_ptr<Params>> bench_params(const Params& run, const std::strin
       {"chaos", run.string("chaos")},
       {"allow-unsafe", run.enabled("allow-unsafe") ? "true" : "false"},
       {"iface", run.string("iface")},
-      {"proxy-threads", std::to_string(run.integer("proxy-threads"))}};
+      {"proxy-threads", std::to_string(run.integer("proxy-threads"))},
+      {"allow-fallback", run.enabled("allow-fallback") ? "true" : "false"},
+      {"require-fabric", run.string("require-fabric")}};
   if (run.source("tokens") != ParamSource::kDefault) values["tokens"] = run.sweep("tokens").text;
   for (const auto& [name, value] : overrides) values[name] = value;
   std::vector<ParamSpec> specs = bench::bench_param_specs();
@@ -307,6 +311,13 @@ class RunJob {
     Result<Platform> platform = discover_platform(Deadline(timeout_), params_.string("device"));
     if (!platform.ok()) mpi::fatal(platform.status());
     platform->tags = tags_;
+    const int refused = mpi::agree_exit_code(
+        record_fabric_preflight(fabric::fabric_selection_from(params_), timeout_, *platform),
+        Deadline(timeout_));
+    if (refused != 0) {
+      worst_ = std::max(worst_, refused);
+      return;
+    }
     Status written;
     {
       StepLog step = log("platform");
@@ -329,6 +340,7 @@ class RunJob {
     mpi::root_print("[1/{}] platform: {} ranks on {} node(s) ({}), {}, fingerprint {} -> {}\n", kSteps,
                     mpi::size(), nodes_, fmt::join(hosts, ", "), platform->node.cpu_model,
                     platform_fingerprint(*platform).substr(0, 8), (out_ / "info.json").string());
+    mpi::root_print("  fabric: {}\n", fabric::describe_preflight(*platform->fabric));
     if (oversubscribed_) {
       mpi::root_print("  oversubscribed: {}\n", bench::oversubscription_line(*oversubscribed_));
     }

@@ -74,7 +74,8 @@ std::vector<ParamSpec> soak_param_specs() {
            "imm-seq, recv-count, sender-barrier, fabric-order, or 'safe' (imm-seq, recv-count, "
            "sender-barrier: those safe on an unordered fabric). fabric-order needs --allow-unsafe and "
            "must fail (a soak that can fail)"});
-  for (std::string_view name : {"allow-unsafe", "device", "iface", "proxy-threads", "strict", "timeout"}) {
+  for (std::string_view name : {"allow-unsafe", "device", "iface", "proxy-threads", "strict", "timeout",
+                                "allow-fallback", "require-fabric", "repeat-check"}) {
     specs.push_back(param_spec(name));
   }
   return specs;
@@ -265,7 +266,7 @@ class SoakListener : public testing::EmptyTestEventListener {
 // The flags besides transport, fabric, signal and chaos that a replay needs to run the same way.
 std::string replay_extra(const Params& params) {
   std::string out;
-  for (const char* name : {"device", "iface", "proxy-threads", "timeout"}) {
+  for (const char* name : {"device", "iface", "proxy-threads", "timeout", "require-fabric"}) {
     if (params.source(name) == ParamSource::kDefault) continue;
     if (std::string_view(name) == "proxy-threads") {
       out += fmt::format(" --{} {}", name, params.integer(name));
@@ -276,6 +277,8 @@ std::string replay_extra(const Params& params) {
     }
   }
   if (params.enabled("strict")) out += " --strict";
+  if (params.enabled("allow-fallback")) out += " --allow-fallback";
+  if (params.enabled("repeat-check")) out += " --repeat-check";
   return out;
 }
 
@@ -342,6 +345,8 @@ int SoakCommand::run(CLI::App& app, const std::vector<std::string>& argv) {
       plan.base.allow_unsafe = params_->enabled("allow-unsafe");
       plan.base.iface = params_->string("iface");
       plan.base.proxy_threads = static_cast<int>(params_->integer("proxy-threads"));
+      plan.base.allow_fallback = params_->enabled("allow-fallback");
+      plan.base.require_fabric = params_->string("require-fabric");
       plan.fabric_named = params_->source("fabric") != ParamSource::kDefault;
       plan.replay_command =
           fmt::format("mpirun -np {} {} check", mpi::size(), argv.empty() ? "epsuite" : argv[0]);
@@ -368,6 +373,7 @@ int SoakCommand::run(CLI::App& app, const std::vector<std::string>& argv) {
   first.signal = plan.signals.front();
   first.chaos = soak_chaos(plan.first_seed).to_string();
   conformance::set_fabric_selection(first, plan.fabric_named);
+  conformance::set_repeat_check(params_->enabled("repeat-check"));
   const Status opened = conformance::open_device(params_->string("device"),
                                                  params_->source("device") != ParamSource::kDefault, timeout);
   agreed = mpi::agree_exit_code(opened, Deadline(timeout));

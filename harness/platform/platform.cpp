@@ -18,6 +18,14 @@ std::uint64_t fnv1a64(std::string_view text) {
 
 namespace {
 
+Json preflight_json(const fabric::FabricPreflight& preflight) {
+  Json refused = Json::array();
+  for (const fabric::FabricRefusal& r : preflight.choice.refused) {
+    refused.push_back({{"fabric", r.fabric}, {"reason", r.reason}});
+  }
+  return Json{{"requested", preflight.requested}, {"chosen", preflight.choice.chosen}, {"refused", refused}};
+}
+
 std::map<std::string, std::string> all_libraries(const Platform& p) {
   std::map<std::string, std::string> libraries = p.node.libraries;
   for (const auto& [name, version] : p.libraries) libraries[name] = version;
@@ -113,24 +121,26 @@ Json platform_to_json(const Platform& platform) {
     ranks.push_back({{"rank", r}, {"host", rp.host}, {"device", rp.device}, {"nic", rp.nic}});
   }
   const NodePlatform& n = platform.node;
-  return Json{{"hostnames", hostnames},
-              {"ranks", ranks},
-              {"provider", platform.provider},
-              {"libraries", all_libraries(platform)},
-              {"cpu_model", n.cpu_model},
-              {"memory_bytes", n.memory_bytes},
-              {"topology", topology_json(n.topology)},
-              {"topology_note", n.topology_note},
-              {"gpus", n.gpus},
-              {"gpu_note", n.gpu_note},
-              {"gpu_devices", gpu_devices_json(n.gpu_devices)},
-              {"gpudirect", n.gpudirect},
-              {"verbs_devices", n.verbs_devices},
-              {"verbs_note", n.verbs_note},
-              {"fabric_providers", providers_json(n.fabric_providers, true)},
-              {"fabric_note", n.fabric_note},
-              {"tags", platform.tags},
-              {"fingerprint", platform_fingerprint(platform)}};
+  Json out{{"hostnames", hostnames},
+           {"ranks", ranks},
+           {"provider", platform.provider},
+           {"libraries", all_libraries(platform)},
+           {"cpu_model", n.cpu_model},
+           {"memory_bytes", n.memory_bytes},
+           {"topology", topology_json(n.topology)},
+           {"topology_note", n.topology_note},
+           {"gpus", n.gpus},
+           {"gpu_note", n.gpu_note},
+           {"gpu_devices", gpu_devices_json(n.gpu_devices)},
+           {"gpudirect", n.gpudirect},
+           {"verbs_devices", n.verbs_devices},
+           {"verbs_note", n.verbs_note},
+           {"fabric_providers", providers_json(n.fabric_providers, true)},
+           {"fabric_note", n.fabric_note},
+           {"tags", platform.tags},
+           {"fingerprint", platform_fingerprint(platform)}};
+  if (platform.fabric) out["fabric"] = preflight_json(*platform.fabric);
+  return out;
 }
 
 std::string describe_gpu(const GpuDevice& gpu) {

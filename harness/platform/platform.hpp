@@ -22,10 +22,12 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "impls/fabric/fabric.hpp"
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/json_io.hpp"
 #include "reference/common/status.hpp"
@@ -104,6 +106,9 @@ struct Platform {
   std::map<std::string, std::string> libraries;
   NodePlatform node;                        // rank 0's node
   std::map<std::string, std::string> tags;  // user tags, not in the fingerprint
+  // The fabric preflight (docs/fabrics.md 6.6) of commands that run fabric transports; not in the
+  // fingerprint (it names hosts' errors); absent = not run.
+  std::optional<fabric::FabricPreflight> fabric;
 };
 
 // FNV-1a 64 of the bytes of `text` (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
@@ -111,7 +116,8 @@ std::uint64_t fnv1a64(std::string_view text);
 std::string platform_fingerprint(const Platform& platform);
 // {"hostnames", "ranks": [{"rank", "host", "device", "nic"}], "provider", "libraries", "cpu_model",
 //  "memory_bytes", "topology", "gpus", "gpu_devices", "gpudirect", "verbs_devices", "fabric_providers",
-//  the notes, "tags", "fingerprint"}; libraries holds Platform::libraries and NodePlatform::libraries.
+//  the notes, "tags", "fingerprint", and "fabric": {"requested", "chosen", "refused": [{"fabric", "reason"}]}
+//  when the preflight ran}; libraries holds Platform::libraries and NodePlatform::libraries.
 // Each of "gpu_devices" is {"backend", "ordinal", "name", "architecture", "memory_bytes", "pci_bus_id",
 // "numa_nodes", "nearest_nic", "nic_relation", "gpudirect": {"possible", "detail"}, "note"}.
 Json platform_to_json(const Platform& platform);

@@ -82,6 +82,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "impls/runtime/deadline.hpp"
 #include "reference/common/status.hpp"
@@ -154,6 +155,25 @@ struct FabricLimits {
   int max_outstanding_puts = 1024;
 };
 
+// A fabric `auto` tried and did not take, with the reason (docs/fabrics.md 6.6).
+struct FabricRefusal {
+  std::string fabric;  // "verbs:rc"
+  std::string reason;  // "rank 0 (host a): no RDMA device (ibv_get_device_list found 0 devices)"
+};
+
+// What a fabric carries traffic between nodes over, and what it refused on the way (docs/fabrics.md 6.6):
+// a plain fabric is its own choice and refused nothing; `auto` on several nodes names its inter-node part.
+struct FabricChoice {
+  std::string chosen;
+  std::vector<FabricRefusal> refused;
+};
+
+// A selection's preflight (fabric_registry.hpp preflight_fabric): what --fabric asked for and what it got.
+struct FabricPreflight {
+  std::string requested;  // --fabric
+  FabricChoice choice;
+};
+
 class Fabric {
  public:
   virtual ~Fabric() = default;
@@ -171,6 +191,8 @@ class Fabric {
   // are that device's memory registered directly, "dma-buf" when registered through an exported dma-buf, or
   // "host-staging: <reason>" when the regions stayed host memory and the caller stages through them.
   virtual std::string memory_registration() const { return "none"; }
+  // docs/fabrics.md 6.6; decorators forward it.
+  virtual FabricChoice choice() const { return {name(), {}}; }
 
   virtual Result<Region> allocate(std::size_t bytes) = 0;
   // Registers memory the caller owns (and keeps alive as long as the fabric) as a region, collectively like

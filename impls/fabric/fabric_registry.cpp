@@ -92,14 +92,36 @@ Result<std::unique_ptr<Fabric>> make_plain_fabric(FabricConfig config) {
 
 namespace {
 
-Result<std::unique_ptr<Fabric>> make_with_chaos(const FabricConfig& config, std::string_view chaos) {
+Result<std::unique_ptr<Fabric>> make_with_chaos(const FabricConfig& config, std::string_view chaos,
+                                                const FabricSelection* required = nullptr) {
   ChaosOptions options;
   if (!chaos.empty()) {
     EPS_ASSIGN_OR_RETURN(options, parse_chaos(chaos));
   }
   EPS_ASSIGN_OR_RETURN(std::unique_ptr<Fabric> fabric, make_plain_fabric(config));
+  if (required != nullptr) EPS_RETURN_IF_ERROR(check_required_fabric(*required, fabric->choice()));
   if (chaos.empty()) return fabric;
   return make_chaos_fabric(std::move(fabric), options);
+}
+
+FabricConfig config_of(const FabricSelection& selection, MPI_Comm comm, double timeout_seconds) {
+  FabricConfig config{comm, selection.fabric, "", timeout_seconds, selection.iface, {}};
+  config.memory_device = selection.memory_device;
+  config.allow_fallback = selection.allow_fallback;
+  return config;
+}
+
+std::string why_chosen(const FabricSelection& selection, const FabricChoice& choice) {
+  if (selection.fabric != "auto") return fmt::format("--fabric {} names it", selection.fabric);
+  std::vector<std::string> refused;
+  for (const FabricRefusal& r : choice.refused) refused.push_back(r.fabric + ": " + r.reason);
+  if (!refused.empty()) {
+    return fmt::format("auto refused {}", fmt::join(refused, "; "));
+  }
+  if (choice.chosen == "shm" || choice.chosen == "ipc") {
+    return "every rank is on one node, where auto uses shm or ipc (docs/fabrics.md 6.4)";
+  }
+  return fmt::format("auto took the first candidate that opened on every rank ({})", choice.chosen);
 }
 
 }  // namespace
@@ -111,9 +133,37 @@ Result<std::unique_ptr<Fabric>> make_fabric(std::string_view name, MPI_Comm comm
 
 Result<std::unique_ptr<Fabric>> make_fabric(const FabricSelection& selection, MPI_Comm comm,
                                             double timeout_seconds) {
-  FabricConfig config{comm, selection.fabric, "", timeout_seconds, selection.iface, {}};
-  config.memory_device = selection.memory_device;
-  return make_with_chaos(config, selection.chaos);
+  return make_with_chaos(config_of(selection, comm, timeout_seconds), selection.chaos, &selection);
+}
+
+Status check_required_fabric(const FabricSelection& selection, const FabricChoice& choice) {
+  const std::string& wanted = selection.require_fabric;
+  if (wanted.empty() || wanted == choice.chosen) return Status();
+  return Status(StatusCode::kEnvironment, fmt::format("--require-fabric {}: the fabric chosen is {} instead, "
+                                                      "because {} (docs/fabrics.md 6.6)",
+                                                      wanted, choice.chosen, why_chosen(selection, choice)));
+}
+
+Result<FabricPreflight> preflight_fabric(const FabricSelection& selection, MPI_Comm comm,
+                                         double timeout_seconds) {
+  FabricPreflight preflight{selection.fabric, {selection.fabric, {}}};
+  if (selection.fabric == "auto") {
+    EPS_ASSIGN_OR_RETURN(std::unique_ptr<Fabric> fabric,
+                         make_plain_fabric(config_of(selection, comm, timeout_seconds)));
+    preflight.choice = fabric->choice();
+  }
+  EPS_RETURN_IF_ERROR(check_required_fabric(selection, preflight.choice));
+  return preflight;
+}
+
+std::string describe_preflight(const FabricPreflight& preflight) {
+  std::string text = preflight.requested == preflight.choice.chosen
+                         ? preflight.requested
+                         : fmt::format("{} -> {}", preflight.requested, preflight.choice.chosen);
+  if (preflight.choice.refused.empty()) return text;
+  std::vector<std::string> refused;
+  for (const FabricRefusal& r : preflight.choice.refused) refused.push_back(r.fabric + ": " + r.reason);
+  return fmt::format("{} (refused: {})", text, fmt::join(refused, "; "));
 }
 
 }  // namespace eps::fabric

@@ -47,6 +47,8 @@ struct FabricConfig {
   // the NIC where the backend can (libfabric FI_HMEM, verbs dma-buf) and host memory otherwise, as
   // Fabric::memory_registration() says. Backends that cannot use it (shm) ignore it and report "none".
   device::Device* memory_device = nullptr;
+  // --allow-fallback: `auto` refuses a present but failing RDMA candidate and goes on (docs/fabrics.md 6.6).
+  bool allow_fallback = false;
 };
 
 struct FabricEntry {
@@ -91,9 +93,24 @@ void load_fabric_libraries();
 // impls/fabric/chaos/chaos_fabric.hpp). Collective over comm.
 Result<std::unique_ptr<Fabric>> make_fabric(std::string_view name, MPI_Comm comm, double timeout_seconds,
                                             std::string_view chaos = {});
-// The same for a user's selection: its fabric, chaos spec and interface (--fabric, --chaos, --iface).
+// The same for a user's selection: its fabric, chaos spec and interface (--fabric, --chaos, --iface), failing
+// closed (--allow-fallback) and refused unless the chosen fabric is --require-fabric (check_required_fabric).
 Result<std::unique_ptr<Fabric>> make_fabric(const FabricSelection& selection, MPI_Comm comm,
                                             double timeout_seconds);
+
+// --require-fabric (docs/fabrics.md 6.6): ok when selection.require_fabric is empty or is choice.chosen;
+// otherwise kEnvironment (exit 3) naming the fabric chosen instead and why (the --fabric that named it, the
+// one-node layout, or auto's refusals and candidate order).
+Status check_required_fabric(const FabricSelection& selection, const FabricChoice& choice);
+
+// The preflight of `epsuite info` and of every command's results (docs/fabrics.md 6.6): which fabric a
+// selection really uses and what `auto` refused. For `auto` the fabric is created (collective over comm, no
+// chaos decorator) and dropped again; a named fabric is taken at its word and created by whoever uses it.
+// Errors: those of make_fabric (fail closed, --require-fabric not met).
+Result<FabricPreflight> preflight_fabric(const FabricSelection& selection, MPI_Comm comm,
+                                         double timeout_seconds);
+// "auto -> libfabric:tcp (refused: verbs:rc: rank 0: no RDMA device ...; ...)" for headers.
+std::string describe_preflight(const FabricPreflight& preflight);
 // The fabric's name without decorators ("chaos(shm)" -> "shm", "auto(shm+libfabric:tcp)" stays): what
 // results record as the "fabric" identity, next to "chaos".
 std::string undecorated_name(const Fabric& fabric);

@@ -11,9 +11,16 @@
 namespace eps::fabric {
 
 FabricSelection fabric_selection_from(const Params& params) {
-  return FabricSelection{params.string("fabric"), params.string("signal"),
-                         params.string("chaos"),  params.enabled("allow-unsafe"),
-                         params.string("iface"),  static_cast<int>(params.integer("proxy-threads"))};
+  FabricSelection selection;
+  selection.fabric = params.string("fabric");
+  selection.signal = params.string("signal");
+  selection.chaos = params.string("chaos");
+  selection.allow_unsafe = params.enabled("allow-unsafe");
+  selection.iface = params.string("iface");
+  selection.proxy_threads = static_cast<int>(params.integer("proxy-threads"));
+  if (params.defines("allow-fallback")) selection.allow_fallback = params.enabled("allow-fallback");
+  if (params.defines("require-fabric")) selection.require_fabric = params.string("require-fabric");
+  return selection;
 }
 
 Status validate_fabric_selection(const FabricSelection& s) {
@@ -21,6 +28,12 @@ Status validate_fabric_selection(const FabricSelection& s) {
   if (registry.find(s.fabric, nullptr) == nullptr) {
     return invalid_argument("--fabric", "unknown fabric '{}'; registered: {}", s.fabric,
                             fmt::join(registry.names(), ", "));
+  }
+  if (!s.require_fabric.empty() &&
+      (s.require_fabric == "auto" || !registry.find(s.require_fabric, nullptr))) {
+    return invalid_argument("--require-fabric",
+                            "must be a registered fabric other than auto, got '{}'; one of {}",
+                            s.require_fabric, fmt::join(registry.names(), ", "));
   }
   if (!s.chaos.empty()) EPS_RETURN_IF_ERROR(parse_chaos(s.chaos).status());
   const std::vector<std::string>& signals = signal_strategy_names();
@@ -44,6 +57,8 @@ std::string describe_selection(const FabricSelection& s) {
   if (!s.chaos.empty()) text += fmt::format(", chaos {}", s.chaos);
   if (s.allow_unsafe) text += ", allow-unsafe";
   if (!s.iface.empty()) text += fmt::format(", iface {}", s.iface);
+  if (s.allow_fallback) text += ", allow-fallback";
+  if (!s.require_fabric.empty()) text += fmt::format(", require {}", s.require_fabric);
   return text;
 }
 

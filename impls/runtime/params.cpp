@@ -49,6 +49,26 @@ std::vector<ParamSpec> make_catalog() {
        .help = "Fabric of the transports that use one (direct): auto (shm inside a node, the best "
                "inter-node fabric between nodes, docs/fabrics.md 6.4), shm, libfabric:shm, libfabric:tcp, "
                "libfabric:efa, libfabric:verbs, verbs:rc, verbs:efa (impls/fabric, docs/fabrics.md 6.1)"});
+  c.push_back({.name = "allow-fallback",
+               .kind = ParamKind::kSwitch,
+               .default_text = "false",
+               .help =
+                   "Let --fabric auto go on to the next inter-node fabric when an RDMA device or an "
+                   "EFA/verbs provider is present but fails to open (recorded as refused); without it "
+                   "that stops the run with exit 3 naming the device and the error (docs/fabrics.md 6.6)"});
+  c.push_back({.name = "repeat-check",
+               .kind = ParamKind::kSwitch,
+               .default_text = "false",
+               .help =
+                   "Run each transport case a second time on identical inputs and require outputs equal to "
+                   "the first run's bit for bit, naming the first differing buffer, row and byte "
+                   "(docs/results.md 9.8)"});
+  c.push_back({.name = "require-fabric",
+               .kind = ParamKind::kString,
+               .default_text = "",
+               .help = "Exit 3 unless this registered fabric is the one chosen between nodes (with --fabric "
+                       "auto: its inter-node part; on one node: shm or ipc), naming what was chosen instead "
+                       "and why (docs/fabrics.md 6.6); empty = no requirement"});
   c.push_back({.name = "iface",
                .kind = ParamKind::kString,
                .default_text = "",
@@ -376,6 +396,11 @@ const Params::Entry& Params::entry(std::string_view name) const {
     if (e.spec.name == name) return e;
   }
   throw std::logic_error(fmt::format("parameter '{}' is not part of this command", name));
+}
+
+bool Params::defines(std::string_view name) const {
+  return std::any_of(entries_.begin(), entries_.end(),
+                     [name](const Entry& e) { return e.spec.name == name; });
 }
 
 namespace {

@@ -107,6 +107,8 @@ class Params {
   bool enabled(std::string_view name) const;               // switch kind
   const TokenSweep& sweep(std::string_view name) const;
   ParamSource source(std::string_view name) const;
+  // Whether this command has the parameter (shared readers of optional parameters ask first).
+  bool defines(std::string_view name) const;
 
   // "#  timeout          60                    (default)\n" for every parameter, in definition order; with
   // `only`, for those parameters only.

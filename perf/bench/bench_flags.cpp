@@ -204,8 +204,8 @@ problem::ProblemShape shape_for(const TransportPlan& plan, int tokens) {
 
 std::vector<ParamSpec> transport_op_params() {
   std::vector<ParamSpec> s = preset_param_specs();
-  for (std::string_view name :
-       {"transport", "device", "fabric", "signal", "chaos", "allow-unsafe", "iface", "proxy-threads"})
+  for (std::string_view name : {"transport", "device", "fabric", "signal", "chaos", "allow-unsafe", "iface",
+                                "proxy-threads", "allow-fallback", "require-fabric"})
     s.push_back(param_spec(name));
   s.push_back(ceiling_param_spec());
   s.push_back({.name = "mode",
@@ -513,7 +513,8 @@ Result<std::shared_ptr<EplbPlan>> make_eplb_plan(const BenchContext& context, Js
 
 std::vector<ParamSpec> fabric_params() {
   std::vector<ParamSpec> s;
-  for (std::string_view name : {"fabric", "chaos", "iface"}) s.push_back(param_spec(name));
+  for (std::string_view name : {"fabric", "chaos", "iface", "allow-fallback", "require-fabric"})
+    s.push_back(param_spec(name));
   s.push_back({.name = "sizes",
                .kind = ParamKind::kSweep,
                .default_text = "8:2097152:x4",

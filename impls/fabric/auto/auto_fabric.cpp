@@ -26,9 +26,10 @@ struct Routing {
 
 class AutoFabric final : public Fabric {
  public:
-  AutoFabric(std::unique_ptr<Fabric> intra, std::unique_ptr<Fabric> inter, Routing routing)
+  AutoFabric(std::unique_ptr<Fabric> intra, InterNodeFabric inter, Routing routing)
       : intra_(std::move(intra)),
-        inter_(std::move(inter)),
+        inter_(std::move(inter.fabric)),
+        refused_(std::move(inter.refused)),
         routing_(std::move(routing)),
         atomic_support_(parts_atomic_support()) {}
 
@@ -37,6 +38,7 @@ class AutoFabric final : public Fabric {
     return fmt::format("{} nodes; inside a node {}; between nodes {}", routing_.nodes, intra_->describe(),
                        inter_->describe());
   }
+  FabricChoice choice() const override { return {inter_->name(), refused_}; }
   bool ordered() const override { return intra_->ordered() && inter_->ordered(); }
   int rank() const override { return inter_->rank(); }
   int size() const override { return inter_->size(); }
@@ -153,6 +155,7 @@ class AutoFabric final : public Fabric {
 
   std::unique_ptr<Fabric> intra_;
   std::unique_ptr<Fabric> inter_;
+  std::vector<FabricRefusal> refused_;
   Routing routing_;
   Status atomic_support_;  // parts_atomic_support(), after the parts
   bool intra_first_ = true;
@@ -171,32 +174,89 @@ Result<Routing> route_by_node(MPI_Comm comm, MPI_Comm node, const Deadline& dead
   return routing;
 }
 
-// The first candidate that opens on every rank. A rank whose candidate opened while a peer's failed drops
-// it again, so that all ranks move on to the next candidate together; a configuration error on any rank (a
-// bad --iface, exit code 2) ends the search on every rank.
-Result<std::unique_ptr<Fabric>> open_inter_node(const FabricConfig& config) {
-  constexpr int kInvalidArgumentExit = exit_code_of(StatusCode::kInvalidArgument);
-  std::vector<std::string> reasons;
-  for (std::string_view candidate : kInterNodeCandidates) {
+// How one candidate fared over every rank: the worst status code (kOk: it opened everywhere) and the first
+// failing rank with its message, the same on every rank.
+struct Outcome {
+  StatusCode worst = StatusCode::kOk;
+  int rank = -1;  // the first rank whose status has code `worst`
+  std::string message;
+};
+
+int severity(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk:
+      return 0;
+    case StatusCode::kUnavailable:
+      return 1;
+    case StatusCode::kCheckFailed:
+      return 2;
+    case StatusCode::kEnvironment:
+      return 3;
+    case StatusCode::kInvalidArgument:
+      return 4;
+  }
+  return 4;
+}
+
+Result<Outcome> agree_outcome(const Status& local, MPI_Comm comm, const Deadline& deadline) {
+  EPS_ASSIGN_OR_RETURN(
+      const std::vector<int> codes,
+      mpi::allgather_int(static_cast<int>(local.code()), comm, deadline, "inter-node fabric results"));
+  Outcome outcome;
+  for (std::size_t r = 0; r < codes.size(); ++r) {
+    const auto code = static_cast<StatusCode>(codes[r]);
+    if (severity(code) > severity(outcome.worst)) outcome = {code, static_cast<int>(r), {}};
+  }
+  if (outcome.worst == StatusCode::kOk) return outcome;
+  EPS_ASSIGN_OR_RETURN(const std::vector<std::string> messages,
+                       mpi::allgather_string(local.message(), comm, deadline, "inter-node fabric errors"));
+  outcome.message = messages[static_cast<std::size_t>(outcome.rank)];
+  return outcome;
+}
+
+}  // namespace
+
+// Every rank tries each candidate and the ranks agree on how it fared before moving on, so that a rank
+// whose candidate opened while a peer's failed drops it again and all go on together.
+Result<InterNodeFabric> open_inter_node(const FabricConfig& config,
+                                        std::span<const std::string_view> candidates) {
+  const Deadline deadline(config.timeout_seconds);
+  InterNodeFabric result;
+  for (std::string_view candidate : candidates) {
     FabricConfig part = config;
     part.name = std::string(candidate);
     Result<std::unique_ptr<Fabric>> made = config.make_other(part);
-    EPS_ASSIGN_OR_RETURN(const std::vector<int> codes,
-                         mpi::allgather_int(made.status().exit_code(), config.comm,
-                                            Deadline(config.timeout_seconds), "inter-node fabric results"));
-    if (std::find(codes.begin(), codes.end(), kInvalidArgumentExit) != codes.end()) {
-      if (!made.ok()) return made.status();
-      return invalid_argument("--fabric", "auto: {} was refused on another rank (see its error)", candidate);
+    EPS_ASSIGN_OR_RETURN(const Outcome outcome, agree_outcome(made.status(), config.comm, deadline));
+    if (outcome.worst == StatusCode::kOk) {
+      result.fabric = std::move(made).value();
+      return result;
     }
-    const bool everywhere = std::all_of(codes.begin(), codes.end(), [](int code) { return code == 0; });
-    if (everywhere) return made;
-    reasons.push_back(made.ok() ? fmt::format("{}: failed on another rank", candidate)
-                                : made.status().message());
+    if (outcome.worst == StatusCode::kInvalidArgument) {
+      if (!made.ok() && made.status().code() == StatusCode::kInvalidArgument) return made.status();
+      return invalid_argument("--fabric", "auto: {} was refused on rank {}: {}", candidate, outcome.rank,
+                              outcome.message);
+    }
+    const bool present_but_failing = outcome.worst != StatusCode::kUnavailable;
+    if (present_but_failing && candidate != kSocketCandidate && !config.allow_fallback) {
+      return Status(
+          StatusCode::kEnvironment,
+          fmt::format("--fabric auto: {} is present but failed to open on rank {}: {}; auto does "
+                      "not fall back to a slower fabric silently: fix it, pass --allow-fallback to "
+                      "take the next candidate (recorded as refused), or name a fabric with --fabric "
+                      "(docs/fabrics.md 6.6)",
+                      candidate, outcome.rank, outcome.message));
+    }
+    result.refused.push_back(
+        {std::string(candidate), fmt::format("rank {}: {}", outcome.rank, outcome.message)});
   }
+  std::vector<std::string> reasons;
+  for (const FabricRefusal& r : result.refused) reasons.push_back(r.fabric + ": " + r.reason);
   return Status(
       StatusCode::kEnvironment,
       fmt::format("auto: no inter-node fabric opens on every rank; tried {}", fmt::join(reasons, "; ")));
 }
+
+namespace {
 
 // Whether the regions should be the device's own memory, mapped between the ranks (the ipc fabric): a device
 // the host cannot address (a GPU, cpu-isolated) that can export its memory to other processes. Probed with
@@ -223,7 +283,7 @@ Result<std::unique_ptr<Fabric>> make_auto_fabric(const FabricConfig& config) {
   Result<std::unique_ptr<Fabric>> intra = routing.ok() ? config.make_other(shm) : routing.status();
   MPI_Comm_free(&node);  // the shm fabric duplicated it
   EPS_RETURN_IF_ERROR(intra.status());
-  EPS_ASSIGN_OR_RETURN(std::unique_ptr<Fabric> inter, open_inter_node(config));
+  EPS_ASSIGN_OR_RETURN(InterNodeFabric inter, open_inter_node(config));
   return std::unique_ptr<Fabric>(
       std::make_unique<AutoFabric>(std::move(intra).value(), std::move(inter), std::move(routing).value()));
 }

@@ -27,16 +27,43 @@
 // (an RDMA NIC whose ibv_device_attr::atomic_cap is IBV_ATOMIC_GLOB, a provider that applies adds with CPU
 // atomics); otherwise keep one counter per part.
 //
+// Failing closed (docs/fabrics.md 6.6): a candidate that is absent (kUnavailable on a rank: no RDMA device,
+// no such provider) is refused with its reason and the next one is tried. An RDMA candidate (every one but
+// libfabric:tcp) that is present but fails to open (kEnvironment on a rank: ibv_open_device, fi_domain or
+// the endpoint failed) stops the search with kEnvironment naming the candidate, the rank and its error,
+// unless FabricConfig::allow_fallback (--allow-fallback) is set: then it is refused like an absent one.
+// choice() names the inter-node fabric and every refusal, the same on every rank.
+//
 // Errors: kInvalidArgument from a candidate (a bad --iface) is returned at once; when no candidate
 // opens, kEnvironment lists every candidate's reason.
 #pragma once
 
 #include <array>
+#include <memory>
+#include <span>
 #include <string_view>
+#include <vector>
+
+#include "impls/fabric/fabric.hpp"
+#include "impls/fabric/fabric_registry.hpp"
 
 namespace eps::fabric {
 
 inline constexpr std::array<std::string_view, 5> kInterNodeCandidates = {
     "verbs:rc", "verbs:efa", "libfabric:efa", "libfabric:verbs", "libfabric:tcp"};
+
+// The one candidate that never fails closed: the socket fallback.
+inline constexpr std::string_view kSocketCandidate = "libfabric:tcp";
+
+struct InterNodeFabric {
+  std::unique_ptr<Fabric> fabric;
+  std::vector<FabricRefusal> refused;  // the candidates before it, in order, each with its reason
+};
+
+// The first of `candidates` that opens on every rank of config.comm, made by config.make_other (the test
+// hook: a factory that reports a candidate "present but failing" shows the fail-closed rule without an RDMA
+// NIC). Collective over config.comm; the same outcome on every rank.
+Result<InterNodeFabric> open_inter_node(const FabricConfig& config,
+                                        std::span<const std::string_view> candidates = kInterNodeCandidates);
 
 }  // namespace eps::fabric

@@ -103,6 +103,7 @@ class ChaosFabric final : public Fabric {
 
   std::string name() const override { return fmt::format("chaos({})", inner_->name()); }
   std::string memory_registration() const override { return inner_->memory_registration(); }
+  FabricChoice choice() const override { return inner_->choice(); }
   std::string describe() const override {
     std::uint64_t schedule = 0, decisions = 0;
     {
