@@ -220,7 +220,7 @@ Result<std::shared_ptr<EplbPlan>> make_plan(const BenchContext& context) {
   plan->fabric = fabric::fabric_selection_from(p);
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));
   EPS_ASSIGN_OR_RETURN(mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(plan->timeout)));
-  EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, mpi::size(), nodes.ranks_per_node()));
+  EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, nodes));
   const Preset& preset = *plan->preset.preset;
   const int ranks = mpi::size();
   plan->steps = static_cast<int>(p.integer("steps"));
@@ -264,6 +264,13 @@ Result<std::shared_ptr<EplbPlan>> make_plan(const BenchContext& context) {
   }
   spec.num_slots = static_cast<int>(slots);
   EPS_ASSIGN_OR_RETURN(spec.replica_rule, eplb::parse_replica_rule(p.string("replica-rule")));
+  if (plan->preset.ranks_per_node == 0) {
+    // Not yet (README): local-first's node and the move accounting of reference/eplb count uniform nodes.
+    return invalid_argument("--op",
+                            "bench eplb needs nodes of one size (its local-first rule counts uniform "
+                            "nodes); the nodes of this run hold {} ranks",
+                            plan->preset.layout.sizes_text());
+  }
   spec.ranks_per_node = plan->preset.ranks_per_node;
   if (!plan->all_policies && spec.slots() != spec.num_experts &&
       std::find(plan->policies.begin(), plan->policies.end(), "greedy") != plan->policies.end()) {

@@ -121,7 +121,7 @@ Result<std::shared_ptr<LayerPlan>> make_plan(const BenchContext& context) {
   plan->fabric = fabric::fabric_selection_from(p);
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));
   EPS_ASSIGN_OR_RETURN(mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(plan->timeout)));
-  EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, mpi::size(), nodes.ranks_per_node()));
+  EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, nodes));
   EPS_ASSIGN_OR_RETURN(plan->ceiling, choose_ceiling(p.string("ceiling"), nodes.nodes()));
   plan->seed = static_cast<std::uint64_t>(p.integer("seed"));
   const Preset& preset = *plan->preset.preset;

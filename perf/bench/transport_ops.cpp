@@ -92,7 +92,7 @@ problem::ProblemShape shape_for(const TransportPlan& plan, int tokens) {
   s.top_k = static_cast<int>(plan.preset.preset->topk);
   s.hidden = plan.hidden;
   s.max_tokens = plan.max_tokens;
-  s.ranks_per_node = plan.preset.ranks_per_node;
+  s.nodes = plan.preset.layout;
   s.dtype = plan.dtype;
   s.tokens_per_rank = tokens;
   s.quantize = plan.quantize;
@@ -298,7 +298,7 @@ Result<std::shared_ptr<TransportPlan>> make_plan(const BenchContext& context) {
   plan->timeout = p.number("timeout");
   plan->fabric = fabric::fabric_selection_from(p);
   EPS_ASSIGN_OR_RETURN(mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(plan->timeout)));
-  EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, mpi::size(), nodes.ranks_per_node()));
+  EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, nodes));
   EPS_ASSIGN_OR_RETURN(int local_rank, problem::node_local_rank(MPI_COMM_WORLD, plan->timeout));
   EPS_ASSIGN_OR_RETURN(plan->device, device::make_device(p.string("device"), local_rank));
   EPS_ASSIGN_OR_RETURN(plan->ranks_per_gpu,

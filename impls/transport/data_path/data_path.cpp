@@ -174,10 +174,9 @@ Status DataPath::reduce(CombineTree tree, const SendPlan& plan, const CombineInd
   args.out = out.data();
   args.tokens = plan.num_tokens;
   args.hidden = config_.hidden;
-  args.ranks_per_node = tree == CombineTree::kHtTwoLevel ? config_.ranks_per_node : 0;
   args.token_begin = index.token_begin.data();
   args.record_rows = index.record_rows.data();
-  args.record_ranks = index.record_ranks.data();
+  args.record_nodes = tree == CombineTree::kHtTwoLevel ? index.record_nodes.data() : nullptr;
   args.rows = rows;
   args.row_stride = config_.hidden;
   args.bias0 = bias0.empty() ? nullptr : bias0.data();
