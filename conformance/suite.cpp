@@ -1,5 +1,6 @@
 #include "conformance/suite.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -128,14 +129,16 @@ std::string capability_table() {
   const auto contracts = all_contracts();
   std::string out =
       fmt::format("# capabilities (docs/dispatch.md 5): run = checked here, n/a = not declared\n");
-  out += fmt::format("#  {:<10}", "transport");
+  std::size_t width = 10;  // the names column fits the longest name (plugin:<name> can be long)
+  for (const std::string& name : selected_transports()) width = std::max(width, name.size());
+  out += fmt::format("#  {:<{}}", "transport", width);
   for (const auto& [layout, tree] : contracts) {
     out +=
         fmt::format(" {:>27}", fmt::format("{}/{}", transport::layout_name(layout), combine_tree_name(tree)));
   }
   out += "\n";
   for (const std::string& name : selected_transports()) {
-    out += fmt::format("#  {:<10}", name);
+    out += fmt::format("#  {:<{}}", name, width);
     for (const auto& [layout, tree] : contracts) out += fmt::format(" {:>27}", cell(name, layout, tree));
     out += "\n";
   }

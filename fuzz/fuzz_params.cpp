@@ -14,7 +14,6 @@
 
 #include "fuzz/fuzz_util.hpp"
 #include "harness/platform/platform.hpp"
-#include "harness/results/compare.hpp"
 #include "impls/layer/planner/planner.hpp"
 #include "impls/runtime/params.hpp"
 #include "reference/eplb/replica_rule.hpp"
@@ -22,6 +21,7 @@
 #include "reference/layer/combine.hpp"
 #include "reference/layer/moe_layer.hpp"
 #include "reference/routing/schedule.hpp"
+#include "results/regression_gate.hpp"
 
 namespace {
 

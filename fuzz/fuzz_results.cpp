@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "fuzz/fuzz_util.hpp"
-#include "harness/results/compare.hpp"
-#include "perf/results/results.hpp"
+#include "results/document.hpp"
+#include "results/regression_gate.hpp"
 
 namespace {
 
@@ -44,8 +44,8 @@ void check_round_trip(const eps::ResultsDocument& doc) {
 }
 
 void check_self_comparison(const eps::ResultsDocument& doc) {
-  const eps::CompareOptions options;
-  const eps::Result<eps::Comparison> comparison = eps::compare_results(doc, doc, options);
+  const eps::GateOptions options;
+  const eps::Result<eps::GateResult> comparison = eps::run_regression_gate(doc, doc, options);
   if (!comparison.ok()) {
     EPS_FUZZ_CHECK(eps::fuzz::is_bad_input(comparison.status()), comparison.status().message());
     return;
@@ -54,7 +54,7 @@ void check_self_comparison(const eps::ResultsDocument& doc) {
   EPS_FUZZ_CHECK(comparison->count(eps::Verdict::kImprovement) == 0, "a document improves on itself");
   EPS_FUZZ_CHECK(comparison->only_in_base.empty() && comparison->only_in_new.empty(), "unmatched cases");
   EPS_FUZZ_CHECK(comparison->exit_code() == (comparison->failed_checks.empty() ? 0 : 1), "exit code");
-  EPS_FUZZ_CHECK(!eps::comparison_report(*comparison, options).empty(), "empty report");
+  EPS_FUZZ_CHECK(!eps::regression_gate_report(*comparison, options).empty(), "empty report");
 }
 
 }  // namespace

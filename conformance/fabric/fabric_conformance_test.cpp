@@ -28,6 +28,7 @@
 #include <gtest/gtest.h>
 
 #include "conformance/suite.hpp"
+#include "impls/device/device.hpp"
 #include "impls/fabric/chaos/chaos_fabric.hpp"
 #include "impls/fabric/fabric_registry.hpp"
 #include "impls/testing/mpi_gtest.hpp"
@@ -65,14 +66,14 @@ std::uint64_t stream_key(int source, int target, int item) {
          (static_cast<std::uint64_t>(target) << 40) ^ (static_cast<std::uint64_t>(item) << 24);
 }
 
-void fill(std::span<std::byte> out, std::uint64_t key) {
+void fill_host(std::span<std::byte> out, std::uint64_t key) {
   for (std::size_t i = 0; i < out.size(); ++i) {
     out[i] = static_cast<std::byte>(splitmix64(key + i / 8) >> (8 * (i % 8)));
   }
 }
 
 // The first index where `bytes` differs from the stream, or -1.
-long long first_mismatch(std::span<const std::byte> bytes, std::uint64_t key) {
+long long first_mismatch_host(std::span<const std::byte> bytes, std::uint64_t key) {
   for (std::size_t i = 0; i < bytes.size(); ++i) {
     if (bytes[i] != static_cast<std::byte>(splitmix64(key + i / 8) >> (8 * (i % 8))))
       return static_cast<long long>(i);
@@ -80,20 +81,58 @@ long long first_mismatch(std::span<const std::byte> bytes, std::uint64_t key) {
   return -1;
 }
 
-long long first_nonzero(std::span<const std::byte> bytes) {
+long long first_nonzero_host(std::span<const std::byte> bytes) {
   for (std::size_t i = 0; i < bytes.size(); ++i) {
     if (bytes[i] != std::byte{0}) return static_cast<long long>(i);
   }
   return -1;
 }
 
-void store_u64(std::span<std::byte> region, std::size_t offset, std::uint64_t value) {
-  std::memcpy(region.data() + offset, &value, sizeof value);
+// --- Region bytes from the host (docs/fabrics.md 6.5) --------------------------------------------------
+
+// Directly where the fabric's regions are host memory; through copies of its region_device() otherwise, so
+// that the suite never dereferences device memory (cpu-isolated memory faults; a GPU's is not host memory).
+std::vector<std::byte> read_bytes(const Fabric& f, std::span<const std::byte> bytes) {
+  device::Device* device = f.region_device();
+  if (device == nullptr) return {bytes.begin(), bytes.end()};
+  std::vector<std::byte> out(bytes.size());
+  if (!bytes.empty()) throw_if_error(device->copy(out.data(), bytes.data(), bytes.size()));
+  return out;
 }
-std::uint64_t load_u64(std::span<const std::byte> region, std::size_t offset) {
+
+void write_bytes(const Fabric& f, std::span<std::byte> to, std::span<const std::byte> from) {
+  device::Device* device = f.region_device();
+  if (device == nullptr) {
+    std::copy(from.begin(), from.end(), to.begin());
+  } else if (!from.empty()) {
+    throw_if_error(device->copy(to.data(), from.data(), from.size()));
+  }
+}
+
+void fill(const Fabric& f, std::span<std::byte> out, std::uint64_t key) {
+  std::vector<std::byte> bytes(out.size());
+  fill_host(bytes, key);
+  write_bytes(f, out, bytes);
+}
+long long first_mismatch(const Fabric& f, std::span<const std::byte> bytes, std::uint64_t key) {
+  return first_mismatch_host(read_bytes(f, bytes), key);
+}
+long long first_nonzero(const Fabric& f, std::span<const std::byte> bytes) {
+  return first_nonzero_host(read_bytes(f, bytes));
+}
+void store_u64(const Fabric& f, std::span<std::byte> region, std::size_t offset, std::uint64_t value) {
+  write_bytes(f, region.subspan(offset, sizeof value), std::as_bytes(std::span(&value, 1)));
+}
+std::uint64_t load_u64(const Fabric& f, std::span<const std::byte> region, std::size_t offset) {
+  const std::vector<std::byte> bytes = read_bytes(f, region.subspan(offset, sizeof(std::uint64_t)));
   std::uint64_t value = 0;
-  std::memcpy(&value, region.data() + offset, sizeof value);
+  std::memcpy(&value, bytes.data(), sizeof value);
   return value;
+}
+// A word remote atomics update: an acquire load on host memory (fabric.hpp), a device copy otherwise.
+std::uint64_t load_atomic(const Fabric& f, std::span<const std::byte> region, std::size_t offset) {
+  if (f.region_device() == nullptr) return fabric::load_atomic_u64(region, offset);
+  return load_u64(f, region, offset);
 }
 
 // --- Completion bookkeeping -------------------------------------------------------------------------------
@@ -236,14 +275,21 @@ std::string case_name(const testing::TestParamInfo<FabricCase>& info) {
 class FabricTest : public testing::TestWithParam<FabricCase> {
  protected:
   void SetUp() override {
-    Result<std::unique_ptr<Fabric>> made =
-        fabric::make_fabric(GetParam().name, MPI_COMM_WORLD, timeout_seconds(), GetParam().chaos);
+    // The regions go to the run's device (--device) where a fabric places them in device memory (ipc, and
+    // libfabric / verbs where they register it); the suite then reaches region bytes through its copies.
+    fabric::FabricSelection selection;
+    selection.fabric = GetParam().name;
+    selection.chaos = GetParam().chaos;
+    const Result<device::Device*> device = selected_device();
+    selection.memory_device = device.ok() ? *device : nullptr;
+    Result<std::unique_ptr<Fabric>> made = fabric::make_fabric(selection, MPI_COMM_WORLD, timeout_seconds());
     EPS_SKIP_IF_UNAVAILABLE(made, GetParam().name);
     ASSERT_TRUE(made.ok()) << GetParam().name << ": " << made.status().message();
     fabric_ = std::move(made).value();
     rank_ = fabric_->rank();
-    if (GetParam().name == "auto" && fabric::undecorated_name(*fabric_) == "shm") {
-      GTEST_SKIP() << "auto is shm on one node: the shm cases cover it";
+    if (GetParam().name == "auto" && !fabric::undecorated_name(*fabric_).starts_with("auto(")) {
+      GTEST_SKIP() << "auto is " << fabric::undecorated_name(*fabric_)
+                   << " on one node: that fabric's cases cover it";
     }
     size_ = fabric_->size();
   }
@@ -258,7 +304,8 @@ class FabricTest : public testing::TestWithParam<FabricCase> {
       return Region{};
     }
     EXPECT_EQ(region->local.size(), bytes) << fabric_->describe();
-    EXPECT_EQ(first_nonzero(region->local), -1) << "fresh region not zero-filled on " << fabric_->describe();
+    EXPECT_EQ(first_nonzero(*fabric_, region->local), -1)
+        << "fresh region not zero-filled on " << fabric_->describe();
     // No peer may write into the region before every rank has checked it.
     EPS_EXPECT_OK_OR_FATAL(fabric_->barrier(test_deadline()));
     return *region;
@@ -297,7 +344,8 @@ TEST_P(FabricContract, PlacementAndCompletions) {
   ASSERT_NE(src.id, -1);
   for (int p = 0; p < size_; ++p) {
     for (std::size_t i = 0; i < kSizes.size(); ++i) {
-      fill(src.local.subspan(static_cast<std::size_t>(p) * block + offset[i] + kSrcShift, kSizes[i]),
+      fill(*fabric_,
+           src.local.subspan(static_cast<std::size_t>(p) * block + offset[i] + kSrcShift, kSizes[i]),
            stream_key(rank_, p, static_cast<int>(i)));
     }
   }
@@ -317,7 +365,8 @@ TEST_P(FabricContract, PlacementAndCompletions) {
     const int source = static_cast<int>(imm >> 8);
     const std::size_t item = imm & 0xff;
     ASSERT_TRUE(expected_imm.count(imm) == 1) << "unexpected immediate " << imm << " on " << where();
-    EXPECT_EQ(first_mismatch(placed(source, item), stream_key(source, rank_, static_cast<int>(item))), -1)
+    EXPECT_EQ(
+        first_mismatch(*fabric_, placed(source, item), stream_key(source, rank_, static_cast<int>(item))), -1)
         << "remote completion of item " << item << " from rank " << source
         << " before its bytes were placed on " << where();
   };
@@ -357,14 +406,14 @@ TEST_P(FabricContract, PlacementAndCompletions) {
   for (int q = 0; q < size_; ++q) {
     for (std::size_t i = 0; i < kSizes.size(); ++i) {
       const std::size_t begin = static_cast<std::size_t>(q) * block + offset[i] + kDstShift;
-      EXPECT_EQ(first_nonzero(dst.local.subspan(cursor, begin - cursor)), -1)
+      EXPECT_EQ(first_nonzero(*fabric_, dst.local.subspan(cursor, begin - cursor)), -1)
           << "bytes written before item " << i << " from rank " << q << " on " << where();
-      EXPECT_EQ(first_mismatch(placed(q, i), stream_key(q, rank_, static_cast<int>(i))), -1)
+      EXPECT_EQ(first_mismatch(*fabric_, placed(q, i), stream_key(q, rank_, static_cast<int>(i))), -1)
           << "item " << i << " (" << kSizes[i] << " bytes) from rank " << q << " on " << where();
       cursor = begin + kSizes[i];
     }
   }
-  EXPECT_EQ(first_nonzero(dst.local.subspan(cursor)), -1)
+  EXPECT_EQ(first_nonzero(*fabric_, dst.local.subspan(cursor)), -1)
       << "bytes written after the last put on " << where();
 }
 
@@ -389,7 +438,7 @@ TEST_P(FabricContract, LargestPutAndOneByteMore) {
 
   Tally tally;
   if (rank_ == 0) {
-    fill(src.local, key);
+    fill(*fabric_, src.local, key);
     EPS_ASSERT_OK(post(*fabric_, PutOp{target, src.id, 0, dst.id, 0, kMaxPutBytes, kImm, 2}, tally));
     EPS_ASSERT_OK(poll_until(
         *fabric_, tally, [&] { return tally.local[2] == 1; }, "the largest put's local completion"));
@@ -398,7 +447,7 @@ TEST_P(FabricContract, LargestPutAndOneByteMore) {
     EPS_ASSERT_OK(poll_until(
         *fabric_, tally, [&] { return !tally.remote.empty(); }, "the largest put's immediate"));
     EXPECT_EQ(tally.remote.front(), kImm) << where();
-    EXPECT_EQ(first_mismatch(dst.local, key), -1) << "the largest put on " << where();
+    EXPECT_EQ(first_mismatch(*fabric_, dst.local, key), -1) << "the largest put on " << where();
   }
   EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
 }
@@ -438,7 +487,7 @@ TEST_P(FabricContract, ArgumentChecks) {
   }
   // Accepted: a put ending exactly at the region's end, an empty put with the largest caller immediate.
   Tally tally;
-  fill(region.local.subspan(0, 8), stream_key(rank_, rank_, 1));
+  fill(*fabric_, region.local.subspan(0, 8), stream_key(rank_, rank_, 1));
   EPS_ASSERT_OK(post(*fabric_, PutOp{self, region.id, 0, region.id, kBytes - 8, 8, {}, 11}, tally));
   EPS_ASSERT_OK(post(*fabric_, PutOp{self, region.id, 0, region.id, kBytes, 0, 0xBFFF'FFFFu, 12}, tally));
   EPS_ASSERT_OK(poll_until(
@@ -446,7 +495,8 @@ TEST_P(FabricContract, ArgumentChecks) {
   EXPECT_EQ(tally.local[11], 1) << where();
   EXPECT_EQ(tally.local[12], 1) << where();
   EXPECT_EQ(tally.remote, std::vector<std::uint32_t>{0xBFFF'FFFFu}) << where();
-  EXPECT_EQ(first_mismatch(region.local.subspan(kBytes - 8), stream_key(rank_, rank_, 1)), -1) << where();
+  EXPECT_EQ(first_mismatch(*fabric_, region.local.subspan(kBytes - 8), stream_key(rank_, rank_, 1)), -1)
+      << where();
   EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
 }
 
@@ -455,19 +505,20 @@ TEST_P(FabricContract, PutToSelfWithinOneRegion) {
   constexpr std::size_t kBytes = 4096, kFrom = 100, kTo = 2000, kLength = 1500;
   Region region = allocate(kBytes);
   ASSERT_NE(region.id, -1);
-  fill(region.local.subspan(kFrom, kLength), stream_key(rank_, rank_, 7));
+  fill(*fabric_, region.local.subspan(kFrom, kLength), stream_key(rank_, rank_, 7));
   Tally tally;
   tally.on_remote = [&](std::uint32_t) {
-    EXPECT_EQ(first_mismatch(region.local.subspan(kTo, kLength), stream_key(rank_, rank_, 7)), -1)
+    EXPECT_EQ(first_mismatch(*fabric_, region.local.subspan(kTo, kLength), stream_key(rank_, rank_, 7)), -1)
         << "immediate before placement on " << where();
   };
   EPS_ASSERT_OK(post(*fabric_, PutOp{rank_, region.id, kFrom, region.id, kTo, kLength, 77u, 5}, tally));
   EPS_ASSERT_OK(poll_until(
       *fabric_, tally, [&] { return tally.locals() >= 1 && !tally.remote.empty(); }, "a put to self"));
   EXPECT_EQ(tally.remote, std::vector<std::uint32_t>{77u}) << where();
-  EXPECT_EQ(first_mismatch(region.local.subspan(kFrom, kLength), stream_key(rank_, rank_, 7)), -1)
+  EXPECT_EQ(first_mismatch(*fabric_, region.local.subspan(kFrom, kLength), stream_key(rank_, rank_, 7)), -1)
       << "the source changed on " << where();
-  EXPECT_EQ(first_nonzero(region.local.subspan(kFrom + kLength, kTo - kFrom - kLength)), -1) << where();
+  EXPECT_EQ(first_nonzero(*fabric_, region.local.subspan(kFrom + kLength, kTo - kFrom - kLength)), -1)
+      << where();
   EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
 }
 
@@ -479,7 +530,7 @@ TEST_P(FabricContract, QuietWaitsForEveryPut) {
   Region src = allocate(kPuts * kBytes);
   Region dst = allocate(kPuts * kBytes);
   ASSERT_NE(dst.id, -1);
-  fill(src.local, stream_key(rank_, next(), 3));
+  fill(*fabric_, src.local, stream_key(rank_, next(), 3));
   Tally tally;
   for (int i = 0; i < kPuts; ++i) {
     const std::size_t at = static_cast<std::size_t>(i) * kBytes;
@@ -487,7 +538,7 @@ TEST_P(FabricContract, QuietWaitsForEveryPut) {
   }
   EPS_ASSERT_OK(fabric_->quiet(test_deadline()));
   EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
-  EXPECT_EQ(first_mismatch(dst.local, stream_key(prev(), rank_, 3)), -1)
+  EXPECT_EQ(first_mismatch(*fabric_, dst.local, stream_key(prev(), rank_, 3)), -1)
       << "after quiet and barrier on " << where();
   EPS_ASSERT_OK(poll_until(
       *fabric_, tally, [&] { return tally.locals() >= kPuts; }, "local completions after quiet"));
@@ -511,12 +562,12 @@ TEST_P(FabricContract, BarrierSynchronizesAndItsSequenceWraps) {
   int late = 0;
   for (int i = 1; i <= kBarriers; ++i) {
     const std::size_t slot = static_cast<std::size_t>(i % 2) * 8;
-    store_u64(src.local, 0, static_cast<std::uint64_t>(i));
+    store_u64(*fabric_, src.local, 0, static_cast<std::uint64_t>(i));
     EPS_ASSERT_OK(post(
         *fabric_, PutOp{next(), src.id, 0, slots.id, slot, 8, {}, static_cast<std::uint64_t>(i)}, tally));
     EPS_ASSERT_OK(fabric_->quiet(test_deadline()));
     EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
-    const std::uint64_t seen = load_u64(slots.local, slot);
+    const std::uint64_t seen = load_u64(*fabric_, slots.local, slot);
     if (seen != static_cast<std::uint64_t>(i) && late++ < 3) {
       ADD_FAILURE() << "barrier " << i << ": slot holds " << seen << ", rank " << prev()
                     << " had not written " << i << " yet on " << where();
@@ -536,7 +587,7 @@ TEST_P(FabricContract, BackpressureLosesNothing) {
   Region dst = allocate(kPuts * 8);
   ASSERT_NE(dst.id, -1);
   for (int i = 0; i < kPuts; ++i)
-    store_u64(src.local, static_cast<std::size_t>(i) * 8, splitmix64(i ^ (next() << 20)));
+    store_u64(*fabric_, src.local, static_cast<std::size_t>(i) * 8, splitmix64(i ^ (next() << 20)));
   Tally tally;
   std::vector<int> arrived(kPuts, 0);
   int misplaced = 0;
@@ -546,7 +597,8 @@ TEST_P(FabricContract, BackpressureLosesNothing) {
       return;
     }
     ++arrived[imm];
-    misplaced += load_u64(dst.local, imm * 8) != splitmix64(imm ^ (static_cast<std::uint32_t>(rank_) << 20));
+    misplaced +=
+        load_u64(*fabric_, dst.local, imm * 8) != splitmix64(imm ^ (static_cast<std::uint32_t>(rank_) << 20));
   };
   int i = 0;
   bool refused = false;
@@ -578,6 +630,83 @@ TEST_P(FabricContract, BackpressureLosesNothing) {
     }
   }
   EXPECT_EQ(misplaced, 0) << "immediates whose bytes were not placed on " << where();
+}
+
+// docs/fabrics.md 6.5: peer_memory(peer, region) is the peer's region as mapped here (exactly its size), so a
+// write through it lands in the peer's region; under the chaos decorator, which must see every write, it is
+// empty. Each rank writes its pattern into the next rank's region through the mapping (device copies where
+// the regions are device memory) and, after a barrier, finds the previous rank's pattern in its own.
+TEST_P(FabricContract, PeerMemoryIsThePeersRegion) {
+  constexpr std::size_t kBytes = 3000;
+  Region region = allocate(kBytes + 8 * static_cast<std::size_t>(rank_));  // sizes differ per rank
+  ASSERT_NE(region.id, -1);
+  const std::span<std::byte> peer = fabric_->peer_memory(next(), region.id);
+  if (!GetParam().chaos.empty()) {
+    EXPECT_TRUE(peer.empty()) << "the chaos decorator hands out peer memory on " << where();
+    return;
+  }
+  if (peer.empty()) GTEST_SKIP() << "not applicable: " << fabric_->describe() << " maps no peer memory";
+  EXPECT_EQ(peer.size(), kBytes + 8 * static_cast<std::size_t>(next())) << where();
+  EXPECT_TRUE(fabric_->peer_memory(size_, region.id).empty()) << where();
+  EXPECT_TRUE(fabric_->peer_memory(next(), region.id + 1).empty()) << where();
+  fill(*fabric_, peer.subspan(0, kBytes), stream_key(rank_, next(), 500));
+  EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
+  EXPECT_EQ(first_mismatch(*fabric_, region.local.subspan(0, kBytes), stream_key(prev(), rank_, 500)), -1)
+      << "a write through peer_memory on rank " << prev() << " on " << where();
+  EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
+}
+
+// docs/fabrics.md 6.5, stream-ordered receive: a queue of the region device that waits for n immediates from
+// a peer (enqueue_wait_for_immediates) runs its later work only after those puts' bytes are placed. Each
+// rank enqueues, before anything is sent, the wait for kRounds immediates from the previous rank and then a
+// copy of the receive region into a buffer. The queue must stay busy while kRounds - 1 of the puts are
+// placed (checked after an MPI barrier), and once the last one comes the buffer must hold every round's
+// bytes. Fabrics without the signal (host completion queues, the chaos decorator) say kUnavailable.
+TEST_P(FabricContract, StreamOrderedReceive) {
+  constexpr int kRounds = 3;
+  constexpr std::size_t kBlock = 4096;
+  Region src = allocate(kRounds * kBlock);
+  Region dst = allocate(kRounds * kBlock);
+  ASSERT_NE(dst.id, -1);
+  fill(*fabric_, src.local, stream_key(rank_, next(), 600));
+  device::Device* device = fabric_->region_device();
+  std::unique_ptr<device::Queue> queue;
+  if (device != nullptr) queue = value_or_throw(device->create_queue());
+  const Status waited = queue != nullptr ? fabric_->enqueue_wait_for_immediates(*queue, prev(), kRounds, 60)
+                                         : Status(StatusCode::kUnavailable, "no region device");
+  if (!waited.ok()) {
+    EXPECT_EQ(waited.code(), StatusCode::kUnavailable) << waited.message() << " on " << where();
+    EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
+    GTEST_SKIP() << "not applicable: " << waited.message();
+  }
+  device::Buffer copied = value_or_throw(device->allocate(kRounds * kBlock, device::MemoryKind::kDevice));
+  ASSERT_TRUE(device->fill(copied.data(), 0, kRounds * kBlock).ok());
+  ASSERT_TRUE(queue->copy(copied.data(), dst.local.data(), kRounds * kBlock).ok());
+  Tally tally;
+  auto put_round = [&](int r) {
+    const std::size_t at = static_cast<std::size_t>(r) * kBlock;
+    return post(*fabric_,
+                PutOp{next(), src.id, at, dst.id, at, kBlock, static_cast<std::uint32_t>(r), 0u + r}, tally);
+  };
+  for (int r = 0; r + 1 < kRounds; ++r) EPS_ASSERT_OK(put_round(r));
+  EPS_ASSERT_OK(poll_until(
+      *fabric_, tally, [&] { return tally.locals() >= kRounds - 1; }, "the first stream-ordered puts"));
+  EPS_ASSERT_OK(mpi::barrier(MPI_COMM_WORLD, test_deadline()));  // every rank's first puts are placed
+  const Result<bool> idle = queue->idle();
+  ASSERT_TRUE(idle.ok()) << idle.status().message();
+  EXPECT_FALSE(*idle) << "the queue ran past a wait for " << kRounds << " immediates after " << kRounds - 1
+                      << " on " << where();
+  EPS_ASSERT_OK(mpi::barrier(MPI_COMM_WORLD, test_deadline()));
+  EPS_ASSERT_OK(put_round(kRounds - 1));
+  EPS_ASSERT_OK(poll_until(
+      *fabric_, tally, [&] { return tally.locals() >= kRounds && tally.remote.size() >= kRounds; },
+      "the stream-ordered puts"));
+  EPS_ASSERT_OK(queue->synchronize(test_deadline()));
+  std::vector<std::byte> got(kRounds * kBlock);
+  ASSERT_TRUE(device->copy(got.data(), copied.data(), got.size()).ok());
+  EXPECT_EQ(first_mismatch_host(got, stream_key(prev(), rank_, 600)), -1)
+      << "the copy behind the wait ran before the puts' bytes were placed on " << where();
+  EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fabrics, FabricContract, testing::ValuesIn(fabric_cases(true, true)), case_name);
@@ -651,7 +780,7 @@ TEST_P(FabricAtomics, ArgumentChecks) {
   Tally tally;
   EPS_ASSERT_OK(post_atomic(*fabric_, AtomicOp{rank_, region.id, kBytes - 8, 5, 21}, tally));
   EPS_ASSERT_OK(fabric_->quiet(test_deadline()));
-  EXPECT_EQ(fabric::load_atomic_u64(region.local, kBytes - 8), 5u) << "after quiet on " << where();
+  EXPECT_EQ(load_atomic(*fabric_, region.local, kBytes - 8), 5u) << "after quiet on " << where();
   EPS_ASSERT_OK(poll_until(
       *fabric_, tally, [&] { return tally.locals() >= 1; }, "the boundary atomic's local completion"));
   EXPECT_EQ(tally.local[21], 1) << where();
@@ -688,7 +817,7 @@ TEST_P(FabricAtomics, ConcurrentAddsSumExactly) {
       expected[static_cast<std::size_t>(round) % kWords] += atomic_value(source, rank_, round);
   }
   for (std::size_t w = 0; w < kWords; ++w) {
-    EXPECT_EQ(fabric::load_atomic_u64(counters.local, w * 8), expected[w])
+    EXPECT_EQ(load_atomic(*fabric_, counters.local, w * 8), expected[w])
         << "counter " << w << " after quiet and barrier on " << where();
   }
   const std::size_t atomics = static_cast<std::size_t>(kRounds) * static_cast<std::size_t>(size_);
@@ -711,7 +840,7 @@ TEST_P(FabricAtomics, AtomicsMixedWithPutsComplete) {
   Region src = allocate(kRounds * kBytes);
   Region dst = allocate(kRounds * kBytes + 8);
   ASSERT_NE(dst.id, -1);
-  fill(src.local, stream_key(rank_, next(), 40));
+  fill(*fabric_, src.local, stream_key(rank_, next(), 40));
   Tally tally;
   for (int r = 0; r < kRounds; ++r) {
     const std::size_t at = static_cast<std::size_t>(r) * kBytes;
@@ -725,8 +854,9 @@ TEST_P(FabricAtomics, AtomicsMixedWithPutsComplete) {
   EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
   std::uint64_t expected = 0;
   for (int r = 0; r < kRounds; ++r) expected += atomic_value(prev(), rank_, r);
-  EXPECT_EQ(fabric::load_atomic_u64(dst.local, kRounds * kBytes), expected) << where();
-  EXPECT_EQ(first_mismatch(dst.local.subspan(0, kRounds * kBytes), stream_key(prev(), rank_, 40)), -1)
+  EXPECT_EQ(load_atomic(*fabric_, dst.local, kRounds * kBytes), expected) << where();
+  EXPECT_EQ(first_mismatch(*fabric_, dst.local.subspan(0, kRounds * kBytes), stream_key(prev(), rank_, 40)),
+            -1)
       << where();
   EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
 }
@@ -746,7 +876,7 @@ TEST_P(OrderedFabric, RemoteCompletionsInIssueOrder) {
   Region src = allocate(ranks * kPuts * 8);
   Region dst = allocate(ranks * kPuts * 8);
   ASSERT_NE(dst.id, -1);
-  for (std::size_t k = 0; k < ranks * kPuts; ++k) store_u64(src.local, k * 8, k % kPuts + 1);
+  for (std::size_t k = 0; k < ranks * kPuts; ++k) store_u64(*fabric_, src.local, k * 8, k % kPuts + 1);
   Tally tally;
   std::vector<int> expected(ranks, 0);
   int disorder = 0;
@@ -761,7 +891,7 @@ TEST_P(OrderedFabric, RemoteCompletionsInIssueOrder) {
       return;
     }
     ++expected[source];
-    EXPECT_EQ(load_u64(dst.local, (source * kPuts + static_cast<std::size_t>(seq)) * 8),
+    EXPECT_EQ(load_u64(*fabric_, dst.local, (source * kPuts + static_cast<std::size_t>(seq)) * 8),
               static_cast<std::uint64_t>(seq + 1))
         << "immediate before placement on " << where();
   };
@@ -795,17 +925,18 @@ TEST_P(OrderedFabric, AtomicIsVisibleOnlyAfterTheEarlierPut) {
   Region dst = allocate(kRounds * kBlock + 8);
   ASSERT_NE(dst.id, -1);
   for (int r = 0; r < kRounds; ++r)
-    fill(src.local.subspan(static_cast<std::size_t>(r) * kBlock, kBlock), stream_key(rank_, next(), 200 + r));
+    fill(*fabric_, src.local.subspan(static_cast<std::size_t>(r) * kBlock, kBlock),
+         stream_key(rank_, next(), 200 + r));
   const std::size_t flag = kRounds * kBlock;
   Tally tally;
   std::uint64_t checked = 0;
   int early = 0;
   // Checks every block the flag now vouches for (each once).
   auto check_flag = [&] {
-    const std::uint64_t seen = fabric::load_atomic_u64(dst.local, flag);
+    const std::uint64_t seen = load_atomic(*fabric_, dst.local, flag);
     for (; checked < seen && checked < static_cast<std::uint64_t>(kRounds); ++checked) {
       const auto block = dst.local.subspan(static_cast<std::size_t>(checked) * kBlock, kBlock);
-      if (first_mismatch(block, stream_key(prev(), rank_, 200 + static_cast<int>(checked))) != -1 &&
+      if (first_mismatch(*fabric_, block, stream_key(prev(), rank_, 200 + static_cast<int>(checked))) != -1 &&
           early++ < 3) {
         ADD_FAILURE() << "flag " << seen << " visible before block " << checked << " was placed on "
                       << where();
@@ -826,7 +957,7 @@ TEST_P(OrderedFabric, AtomicIsVisibleOnlyAfterTheEarlierPut) {
         return checked >= static_cast<std::uint64_t>(kRounds) && tally.locals() >= 2 * kRounds;
       },
       "the flag reaching every round"));
-  EXPECT_EQ(fabric::load_atomic_u64(dst.local, flag), static_cast<std::uint64_t>(kRounds)) << where();
+  EXPECT_EQ(load_atomic(*fabric_, dst.local, flag), static_cast<std::uint64_t>(kRounds)) << where();
   EXPECT_EQ(early, 0) << where();
   EPS_ASSERT_OK(fabric_->barrier(test_deadline()));
 }
@@ -875,11 +1006,11 @@ TEST_P(ChaosTeeth, FabricOrderReceiverIsCaught) {
   Region dst = allocate(kRounds * kData + kRounds * 8);
   ASSERT_NE(dst.id, -1);
   for (int r = 0; r < kRounds; ++r)
-    fill(src.local.subspan(r * kData, kData), stream_key(rank_, next(), 100 + r));
+    fill(*fabric_, src.local.subspan(r * kData, kData), stream_key(rank_, next(), 100 + r));
   Tally tally;
   int caught = 0;
   tally.on_remote = [&](std::uint32_t round) {
-    caught += first_mismatch(dst.local.subspan(round * kData, kData),
+    caught += first_mismatch(*fabric_, dst.local.subspan(round * kData, kData),
                              stream_key(prev(), rank_, 100 + static_cast<int>(round))) != -1;
   };
   for (int r = 0; r < kRounds; ++r) {

@@ -77,16 +77,22 @@ std::string_view scale_mode_name(Fp8ScaleMode mode) {
   return mode == Fp8ScaleMode::kRoundScale ? "round-scale" : "amax";
 }
 
+// `name` with every character GoogleTest does not take in a test name replaced by '_' ("plugin:x-y" ->
+// "plugin_x_y").
+std::string test_identifier(std::string name) {
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name;
+}
+
 std::string case_name(const testing::TestParamInfo<Case>& info) {
   std::string name =
       fmt::format("{}_{}_{}_{}_{}", info.param.transport, transport::layout_name(info.param.contract.layout),
                   combine_tree_name(info.param.contract.tree), transport::dtype_name(info.param.dtype),
                   info.param.workload);
   if (info.param.quantize) name += fmt::format("_quantize_{}", scale_mode_name(*info.param.quantize));
-  for (char& ch : name) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  return name;
+  return test_identifier(std::move(name));
 }
 
 const transport::Capabilities& declared(const std::string& name) {
@@ -163,7 +169,7 @@ bool selected_by_name(const std::string& name) {
   }                                                                          \
   EPS_ASSERT_OK((made).status())
 
-void expect_ok(const dispatch::CompareReport& report, std::string_view what) {
+void expect_ok(const dispatch::MismatchReport& report, std::string_view what) {
   EXPECT_TRUE(report.ok()) << what << ": " << report.to_string();
 }
 
@@ -200,13 +206,13 @@ Status finish_round(transport::Transport& t, const Case& c, Round& round) {
   return t.combine(*round.handle, in, {round.out, round.combined_weights});
 }
 
-void check_round(const Case& c, const Round& round, std::string_view label, bool ll_ordered) {
+void check_round(const Case& c, const Round& round, std::string_view label, bool fixed_order) {
   const int rank = mpi::rank();
   expect_ok(check_layout(round.problem, rank, round.handle->layout()),
             fmt::format("{}: layout (docs/dispatch.md 5.1)", label));
-  expect_ok(check_dispatch(round.problem, rank, round.buffers, round.handle->num_recv_rows(), ll_ordered),
+  expect_ok(check_dispatch(round.problem, rank, round.buffers, round.handle->num_recv_rows(), fixed_order),
             fmt::format("{}: {} dispatch", label, transport::layout_name(c.contract.layout)));
-  Result<dispatch::CompareReport> combined =
+  Result<dispatch::MismatchReport> combined =
       check_combine(round.problem, rank, c.contract.tree, c.contract.tree != CombineTree::kLlWeighted,
                     round.out, round.combined_weights);
   ASSERT_TRUE(combined.ok()) << combined.status().message();
@@ -225,7 +231,7 @@ TEST_P(TransportContract, DispatchCombineAndCachedDispatch) {
   Result<std::unique_ptr<transport::Transport>> made = make(c.transport, shape);
   EPS_MAKE_OR_SKIP(made, c.transport);
   transport::Transport& t = **made;
-  const bool ordered = t.capabilities().ll_ordered;
+  const bool ordered = t.capabilities().fixed_order(c.contract.layout);
 
   Result<Round> round = start_round(t, c, shape, 0);
   EPS_ASSERT_OK(round.status());
@@ -257,7 +263,7 @@ TEST_P(TransportRobustness, BackToBackRoundsAndInterleaving) {
   Result<std::unique_ptr<transport::Transport>> made = make(c.transport, shape);
   EPS_MAKE_OR_SKIP(made, c.transport);
   transport::Transport& t = **made;
-  const bool ordered = t.capabilities().ll_ordered;
+  const bool ordered = t.capabilities().fixed_order(c.contract.layout);
 
   constexpr int kRounds = 64;
   std::vector<Round> rounds;
@@ -290,6 +296,9 @@ std::vector<Case> uneven_node_cases() {
   std::vector<Case> out;
   const Contract two_level{Layout::kHtRankMajor, CombineTree::kHtTwoLevel};
   for (const std::string& t : selected_transports()) {
+    // Plugin ABI v1 describes ht-two-level's nodes as equal groups of consecutive ranks (ep_plugin_v1.h): a
+    // plugin refuses these layouts as unavailable (plugin_transport.cpp).
+    if (t.rfind("plugin:", 0) == 0) continue;
     for (PayloadType d : kDtypes) {
       if (!declares(t, two_level, d)) continue;
       out.push_back({t, two_level, d, "uniform"});
@@ -414,7 +423,9 @@ TEST_P(TransportInput, RejectsUnknownScaleMode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportInput, testing::ValuesIn(selected_transports()),
-                         [](const testing::TestParamInfo<std::string>& info) { return info.param; });
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return test_identifier(info.param);
+                         });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportInput);
 
 // A contract a transport does not declare is refused when asked for (kInvalidArgument), never half-run.
@@ -453,12 +464,8 @@ TEST_P(UndeclaredContract, DispatchIsRefused) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, UndeclaredContract, testing::ValuesIn(undeclared_layouts()),
                          [](const testing::TestParamInfo<Undeclared>& info) {
-                           std::string name = info.param.transport + "_" +
-                                              std::string(transport::layout_name(info.param.layout));
-                           for (char& ch : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return name;
+                           return test_identifier(info.param.transport + "_" +
+                                                  std::string(transport::layout_name(info.param.layout)));
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(UndeclaredContract);
 
@@ -473,9 +480,10 @@ std::string negative_control_chaos() {
 }
 
 // docs/fabrics.md 6.3 negative control: fabric-order signalling trusts put order, which the chaos fabric does
-// not keep, so 64 LL rounds over the selected fabric wrapped in chaos must produce wrong results that the
-// checks catch. If they all pass, the chaos fabric has lost its teeth and this test fails. It runs only when
-// direct is selected and at least two ranks can reorder. It records the wrong rounds and the chaos spec
+// not keep, so LL rounds over the selected fabric wrapped in chaos (up to 256) must produce wrong results
+// that the checks catch. If they all pass, the chaos fabric has lost its teeth and this test fails. It runs
+// only when direct is selected and at least two ranks can reorder. It records the wrong rounds and the chaos
+// spec
 // (`epsuite soak` counts the catches).
 TEST(NegativeControl, FabricOrderOnTheChaosFabricIsCaught) {
   const auto& selected = selected_transports();
@@ -492,26 +500,36 @@ TEST(NegativeControl, FabricOrderOnTheChaosFabricIsCaught) {
   EPS_MAKE_OR_SKIP(made, "direct");
   std::unique_ptr<transport::Transport> t = std::move(made).value();
   const std::string described = t->describe();
-  int wrong_rounds = 0;
-  for (int step = 0; step < 64; ++step) {
-    Result<Round> round = start_round(*t, c, shape, step);
-    EPS_ASSERT_OK(round.status());
-    EPS_ASSERT_OK(finish_round(*t, c, *round));
-    const bool dispatch_ok =
-        check_dispatch(round->problem, mpi::rank(), round->buffers, round->handle->num_recv_rows(), true)
-            .ok();
-    Result<dispatch::CompareReport> combined = check_combine(round->problem, mpi::rank(), c.contract.tree,
-                                                             false, round->out, round->combined_weights);
-    EPS_ASSERT_OK(combined.status());
-    if (!dispatch_ok || !combined->ok()) ++wrong_rounds;
+  // Rounds run in batches until one is caught (agreed over ranks after each batch), at most kMaxRounds: on a
+  // loaded machine the chaos fabric's reordering is timing-dependent and a single batch of 64 rounds was seen
+  // to catch nothing in a few per cent of runs, so a batch that catches nothing is not yet a verdict.
+  constexpr int kBatch = 32;
+  constexpr int kMaxRounds = 256;
+  int rounds = 0;
+  int total = 0;
+  while (total == 0 && rounds < kMaxRounds) {
+    int wrong_rounds = 0;
+    for (int step = rounds; step < rounds + kBatch; ++step) {
+      Result<Round> round = start_round(*t, c, shape, step);
+      EPS_ASSERT_OK(round.status());
+      EPS_ASSERT_OK(finish_round(*t, c, *round));
+      const bool dispatch_ok =
+          check_dispatch(round->problem, mpi::rank(), round->buffers, round->handle->num_recv_rows(), true)
+              .ok();
+      Result<dispatch::MismatchReport> combined = check_combine(round->problem, mpi::rank(), c.contract.tree,
+                                                                false, round->out, round->combined_weights);
+      EPS_ASSERT_OK(combined.status());
+      if (!dispatch_ok || !combined->ok()) ++wrong_rounds;
+    }
+    rounds += kBatch;
+    Result<std::vector<int>> all = mpi::allgather_int(wrong_rounds, MPI_COMM_WORLD, mpitest::test_deadline());
+    EPS_ASSERT_OK(all.status());
+    for (int n : *all) total += n;
   }
   t.reset();  // teardown is collective: peers still completing late puts need this rank's progress
-  Result<std::vector<int>> all = mpi::allgather_int(wrong_rounds, MPI_COMM_WORLD, mpitest::test_deadline());
-  EPS_ASSERT_OK(all.status());
-  int total = 0;
-  for (int n : *all) total += n;
-  EXPECT_GT(total, 0) << "fabric-order over " << described
-                      << " passed 64 rounds on every rank: the chaos fabric no longer reorders puts";
+  EXPECT_GT(total, 0) << "fabric-order over " << described << " passed " << rounds
+                      << " rounds on every rank: the chaos fabric no longer reorders puts";
+  RecordProperty("negative_control_rounds", rounds);
   RecordProperty("negative_control_wrong_rounds", total);
   RecordProperty("negative_control_chaos", unsafe.chaos);
 }

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "harness/results/compare.hpp"
+#include "results/regression_gate.hpp"
 
 namespace eps {
 
@@ -29,16 +29,16 @@ void CompareCommand::bind(CLI::App& app) {
 }
 
 int CompareCommand::run() const {
-  const auto compared = [&]() -> Result<Comparison> {
-    CompareOptions options;
+  const auto compared = [&]() -> Result<GateResult> {
+    GateOptions options;
     EPS_ASSIGN_OR_RETURN(options.threshold, parse_fraction(threshold_, "--threshold"));
     EPS_ASSIGN_OR_RETURN(options.alpha, parse_fraction(alpha_, "--alpha"));
     options.force = force_;
     options.allow_unmatched = allow_unmatched_;
     EPS_ASSIGN_OR_RETURN(ResultsDocument base, read_results_file(base_path_));
     EPS_ASSIGN_OR_RETURN(ResultsDocument next, read_results_file(new_path_));
-    EPS_ASSIGN_OR_RETURN(Comparison comparison, compare_results(base, next, options));
-    fmt::print("{}", comparison_report(comparison, options));
+    EPS_ASSIGN_OR_RETURN(GateResult comparison, run_regression_gate(base, next, options));
+    fmt::print("{}", regression_gate_report(comparison, options));
     return comparison;
   }();
   std::fflush(stdout);

@@ -1,5 +1,5 @@
 // `epsuite compare BASE.json NEW.json [--threshold 10%] [--alpha 0.05] [--force] [--allow-unmatched]`: the
-// regression gate of docs/results.md 9.2 (harness/results/compare.hpp) on two results files, without MPI.
+// regression gate of docs/results.md 9.2 (results/regression_gate.hpp) on two results files, without MPI.
 // Prints the comparison report to stdout and returns the exit code: 0 no regression and no failed check in
 // NEW, 1 a regression, a failed check, or no case matched (without --allow-unmatched), 2 bad input
 // (unreadable, truncated or foreign file, future schema_version, empty results, a bad option) or different

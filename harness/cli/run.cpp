@@ -22,6 +22,7 @@
 #include "perf/bench/oversubscription.hpp"
 #include "perf/bench/presets.hpp"
 #include "reference/common/version.hpp"
+#include "results/op_fields.hpp"
 
 namespace eps {
 namespace {
@@ -52,8 +53,8 @@ std::string layer_summary(const LayerBench& bench, const bench::BenchOutcome& ou
   std::map<double, double> best_rate;  // mask ratio -> the best transport's tokens/s
   for (const CaseResult& c : outcome.cases) {
     if (c.check) wrong += c.check->mismatches;
-    const double ratio = c.extra.value("mask_ratio", 0.0);
-    best_rate[ratio] = std::max(best_rate[ratio], c.extra.value("tokens_per_s", 0.0));
+    const double ratio = c.extra.value(op_field::kMaskRatio, 0.0);
+    best_rate[ratio] = std::max(best_rate[ratio], c.extra.value(op_field::kTokensPerS, 0.0));
   }
   std::string line = fmt::format("layer {}: ", bench.name);
   if (best_rate.empty()) return line + "nothing measured";
@@ -86,16 +87,17 @@ std::string eplb_summary(const bench::BenchOutcome& outcome) {
   std::int64_t wrong = 0;
   for (const CaseResult& c : outcome.cases) {
     if (c.check) wrong += c.check->mismatches;
-    const std::string policy = c.extra.value("policy", std::string());
+    const std::string policy = c.extra.value(op_field::kPolicy, std::string());
     if (std::find(order.begin(), order.end(), policy) == order.end()) order.push_back(policy);
-    const double beta =
-        c.extra.contains("balancedness") ? c.extra["balancedness"].value("realized", 0.0) : 0.0;
-    if (c.extra.value("window", 0) == 0) {
+    const double beta = c.extra.contains(op_field::kBalancedness)
+                            ? c.extra[op_field::kBalancedness].value(op_field::kRealized, 0.0)
+                            : 0.0;
+    if (c.extra.value(op_field::kWindow, 0) == 0) {
       first[policy] = beta;
     } else {
       later[policy].push_back(beta);
     }
-    switches[policy] += c.extra.value("switches", std::int64_t{0});
+    switches[policy] += c.extra.value(op_field::kSwitches, std::int64_t{0});
   }
   if (order.empty()) return "eplb: nothing measured";
   const auto mean_beta = [&](const std::string& policy) {
@@ -122,10 +124,11 @@ std::vector<ParamSpec> run_param_specs() {
   for (ParamSpec& spec : preset_param_specs()) specs.push_back(std::move(spec));
   specs.push_back({.name = "out",
                    .kind = ParamKind::kString,
-                   .default_text = "results/local",
+                   .default_text = "epsuite-out",
                    .help =
                        "Directory for info.json, conformance.xml, bench-*.json, plots/, logs/ and report.md; "
-                       "must be new or empty"});
+                       "must be new or empty (the default is relative to the current directory and ignored "
+                       "by git in the repository's root)"});
   specs.push_back({.name = "force",
                    .kind = ParamKind::kSwitch,
                    .default_text = "false",

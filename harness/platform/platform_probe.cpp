@@ -467,7 +467,7 @@ std::vector<std::string> probe_verbs_devices(std::string& note) {
 void probe_gpus(const device::DeviceRegistry& registry, NodePlatform& node) {
   std::vector<std::string> reasons;
   for (const device::DeviceBackend& backend : registry.backends()) {
-    if (backend.name == "cpu") continue;
+    if (backend.host) continue;  // cpu, cpu-isolated: no GPU
     const Result<int> count = backend.count();
     if (!count.ok()) {
       reasons.push_back(backend_reason(backend.name, count.status().message()));

@@ -58,12 +58,9 @@ import re
 import sys
 import textwrap
 
-SCHEMA_VERSION = 1
+from epsuite_results import EPLB_OP, LAYER_OP, MOVE_CLASSES, PHASES, InputError, parse_case, read_document
+
 FINGERPRINT_PREFIX = 8
-LAYER_OP = "layer"
-EPLB_OP = "eplb"
-PHASES = ("route", "dispatch", "expert", "combine", "shared")
-MOVE_CLASSES = ("same_rank", "same_node", "cross_node")
 STEP_AXIS = "step (last of the load window)"
 MAX_BARS_WIDTH = 16.0  # inches
 MAX_BAR_LABELS = 40
@@ -72,161 +69,24 @@ TOKENS_AXIS = "tokens per rank"
 MASK_AXIS = "mask ratio"
 
 
-class InputError(Exception):
-    pass
-
-
 def load_document(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            document = json.load(f)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}")
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON (truncated or corrupt): {e}")
-    if not isinstance(document, dict) or "schema_version" not in document:
-        raise InputError(f"{path}: schema_version: missing; not an epsuite results document")
-    version = document["schema_version"]
-    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
-        raise InputError(f"{path}: schema_version: must be in [1, {SCHEMA_VERSION}], got {version!r}")
-    results = document.get("results")
-    if not isinstance(results, list) or not results:
+    """A document to plot (epsuite_results.py reads it): its platform label, configuration text and cases; every
+    case needs sizes.tokens. `bench fabric` cases (raw puts against message size, no tokens axis) are not drawn."""
+    document = read_document(path)
+    if not document["results"]:
         raise InputError(f"{path}: results: must be a non-empty list of cases")
-    # `bench fabric` cases (raw puts against message size, no tokens axis) are not drawn by this script.
-    cases = [parse_case(path, i, c) for i, c in enumerate(results)
-             if not (isinstance(c, dict) and c.get("op") == "fabric")]
+    cases = []
+    for i, raw in enumerate(document["results"]):
+        if isinstance(raw, dict) and raw.get("op") == "fabric":
+            continue
+        case = parse_case(path, i, raw)
+        if case["tokens"] is None:
+            raise InputError(f"{path}: results[{i}].sizes.tokens: missing")
+        cases.append(case)
     if not cases:
         raise InputError(f"{path}: results: only `bench fabric` cases, which epsuite plot does not draw yet")
     return {"path": path, "platform": platform_label(document), "config": config_text(document, cases),
             "cases": cases}
-
-
-def field(path, index, case, *keys):
-    value = case
-    for key in keys:
-        if not isinstance(value, dict) or key not in value:
-            raise InputError(f"{path}: results[{index}].{'.'.join(keys)}: missing")
-        value = value[key]
-    return value
-
-
-def number(path, index, case, *keys):
-    return non_negative(path, index, ".".join(keys), field(path, index, case, *keys))
-
-
-def non_negative(path, index, where, value):
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-        raise InputError(f"{path}: results[{index}].{where}: must be a number >= 0, got {value!r}")
-    return value
-
-
-def number_list(path, index, value, where):
-    if not isinstance(value, list) or not value:
-        raise InputError(f"{path}: results[{index}].{where}: must be a non-empty list of numbers")
-    return [float(non_negative(path, index, f"{where}[{i}]", v)) for i, v in enumerate(value)]
-
-
-def nearest_rank(sorted_values, p):
-    """docs/results.md 9.1 nearest-rank percentile: the ceil(p/100 * n)-th smallest (1-based)."""
-    rank = -(-p * len(sorted_values) // 100)
-    return sorted_values[min(max(int(rank), 1), len(sorted_values)) - 1]
-
-
-def band_gbps(path, index, case):
-    """(bytes / p90, bytes / p10) in GB/s: the spread of the bandwidth over the repetitions. p10 is in the stats
-    of newer files; older ones give it from times_us."""
-    algo_bytes = float(number(path, index, case, "bytes", "algo"))
-    p90 = float(number(path, index, case, "stats", "p90"))
-    stats = field(path, index, case, "stats")
-    if "p10" in stats:
-        p10 = float(number(path, index, case, "stats", "p10"))
-    else:
-        p10 = nearest_rank(sorted(number_list(path, index, case.get("times_us"), "times_us")), 10)
-    return (algo_bytes / (p90 * 1e3) if p90 > 0 else 0.0, algo_bytes / (p10 * 1e3) if p10 > 0 else 0.0)
-
-
-def parse_ceiling(path, index, case):
-    """The case's ceiling (docs/results.md 9.4) as {"us", "gbps", "ratio", "kind"}; None when the case has none
-    (not measured, or a file of an older build)."""
-    if "ceiling" not in case:
-        return None
-    kind = field(path, index, case, "ceiling", "kind")
-    if kind not in ("shm-copy", "fabric"):
-        raise InputError(f"{path}: results[{index}].ceiling.kind: must be shm-copy or fabric, got {kind!r}")
-    return {"us": float(number(path, index, case, "ceiling", "us")),
-            "gbps": float(number(path, index, case, "ceiling", "gbps")),
-            "ratio": float(number(path, index, case, "ceiling", "ratio")), "kind": kind}
-
-
-def parse_case(path, index, case):
-    sizes = field(path, index, case, "sizes")
-    return {"op": str(field(path, index, case, "op")),
-            "transport": str(field(path, index, case, "transport")),
-            "mode": str(field(path, index, case, "mode")),
-            "dtype": str(field(path, index, case, "dtype")),
-            "tokens": int(number(path, index, case, "sizes", "tokens")),
-            "p50_us": float(number(path, index, case, "stats", "p50")),
-            "algo_gbps": float(number(path, index, case, "bandwidth_gbps", "algo")),
-            "band_gbps": band_gbps(path, index, case),
-            "ceiling": parse_ceiling(path, index, case),
-            "sizes": sizes if isinstance(sizes, dict) else {},
-            "identity": identity_of(case),
-            "oversubscribed": case.get("oversubscribed") is True,
-            "layer": parse_layer(path, index, case) if case.get("op") == LAYER_OP else None,
-            "eplb": parse_eplb(path, index, case) if case.get("op") == EPLB_OP else None}
-
-
-def parse_layer(path, index, case):
-    """The layer step's own fields, reduced to what the layer figures draw: phases, tokens/s, the mask ratio,
-    the expert load summed over layers and β, the minimum over layers (the worst layer bounds the step)."""
-    loads = field(path, index, case, "expert_load")
-    if not isinstance(loads, list) or not loads:
-        raise InputError(f"{path}: results[{index}].expert_load: must be a non-empty [layer][expert] table")
-    per_layer = [number_list(path, index, row, f"expert_load[{i}]") for i, row in enumerate(loads)]
-    if len({len(row) for row in per_layer}) != 1:
-        raise InputError(f"{path}: results[{index}].expert_load: the layers list different expert counts")
-    balancedness = number_list(path, index, field(path, index, case, "balancedness"), "balancedness")
-    return {"phases_us": {p: float(number(path, index, case, "phases_us", p)) for p in PHASES},
-            "tokens_per_s": float(number(path, index, case, "tokens_per_s")),
-            "mask_ratio": float(number(path, index, case, "mask_ratio")),
-            "expert_load": [sum(column) for column in zip(*per_layer)],
-            "balancedness": min(balancedness)}
-
-
-def parse_eplb(path, index, case):
-    """The EPLB window's own fields: policy, the window's last step, β predicted and realized, the mean step
-    time and every rebalance that switched in it (switch step, MB moved per class)."""
-    policy = field(path, index, case, "policy")
-    if not isinstance(policy, str) or not policy:
-        raise InputError(f"{path}: results[{index}].policy: must be a policy name, got {policy!r}")
-    rebalances = field(path, index, case, "rebalances")
-    if not isinstance(rebalances, list):
-        raise InputError(f"{path}: results[{index}].rebalances: must be a list")
-    moves = []
-    for i, r in enumerate(rebalances):
-        def moved(*keys):
-            value = r
-            for key in keys:
-                if not isinstance(value, dict) or key not in value:
-                    raise InputError(f"{path}: results[{index}].rebalances[{i}].{'.'.join(keys)}: missing")
-                value = value[key]
-            return non_negative(path, index, f"rebalances[{i}].{'.'.join(keys)}", value)
-        moves.append({"switch_step": int(moved("switch_step")),
-                      "mb": {k: float(moved("moved_bytes", k)) / 1e6 for k in MOVE_CLASSES}})
-    return {"policy": policy,
-            "last_step": int(number(path, index, case, "last_step")),
-            "predicted": float(number(path, index, case, "balancedness", "predicted")),
-            "realized": float(number(path, index, case, "balancedness", "realized")),
-            "step_us": float(number(path, index, case, "stats", "mean")),
-            "rebalances": moves}
-
-
-def identity_of(case):
-    """The rest of the case identity (docs/results.md 9.3) as sorted (key, text) pairs; {} in older files."""
-    identity = case.get("identity")
-    if not isinstance(identity, dict):
-        return ()
-    return tuple(sorted((str(k), str(v)) for k, v in identity.items()))
 
 
 def platform_label(document):

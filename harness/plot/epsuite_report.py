@@ -16,8 +16,9 @@ window, steps, plan, β predicted and realized, mean step µs, switches, moved e
 cross node, MB moved, stall µs, planner µs, wrong elements; then links to the EPLB figures) and links to every
 other plot. When the run, or one of its bench documents, ran oversubscribed (docs/results.md 9.5: the
 `oversubscribed` object of info.json or of a bench document), the report says so in one line under its title,
-and the bench rows of oversubscribed cases carry a * after their p50. Exit code 0; 2 when DIR holds none of
-those files.
+and the bench rows of oversubscribed cases carry a * after their p50. The bench documents are read with
+epsuite_results.py, the reader the plots use. Exit code 0; 2 when DIR holds none of those files, or a bench
+document that is not a readable results document (one message naming the file and field).
 """
 import glob
 import json
@@ -25,14 +26,17 @@ import os
 import sys
 import xml.etree.ElementTree as ElementTree
 
-LAYER_OP = "layer"
-EPLB_OP = "eplb"
-PHASES = ("route", "dispatch", "expert", "combine", "shared")
+from epsuite_results import EPLB_OP, LAYER_OP, MOVE_CLASSES, PHASES, InputError, read_cases
+
+
+def read_json(path):
+    """info.json (not a results document: the run's platform, configuration and oversubscription)."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 def platform_section(path):
-    with open(path, encoding="utf-8") as f:
-        platform = json.load(f).get("platform", {})
+    platform = read_json(path).get("platform", {})
     hosts = sorted(set(platform.get("hostnames", [])))
     lines = ["## Platform", "",
              f"- hosts: {', '.join(hosts) or '?'} ({len(platform.get('ranks', []))} ranks)",
@@ -45,12 +49,11 @@ def platform_section(path):
     return lines + [""]
 
 
-def oversubscription_lines(paths):
+def oversubscription_lines(documents):
     """One line per distinct note of the `oversubscribed` objects of the given documents (docs/results.md 9.5)."""
     notes = []
-    for path in paths:
-        with open(path, encoding="utf-8") as f:
-            oversubscribed = json.load(f).get("oversubscribed")
+    for document in documents:
+        oversubscribed = document.get("oversubscribed")
         if isinstance(oversubscribed, dict) and oversubscribed.get("note") not in notes:
             notes.append(oversubscribed.get("note"))
     return [f"**Oversubscribed:** {note}." for note in notes] + ([""] if notes else [])
@@ -79,41 +82,38 @@ def check_text(check):
 
 def ceiling_cells(case, with_gbps=True):
     """The ceiling's cells of a row (docs/results.md 9.4): µs, GB/s (with_gbps) and ratio; n/a without one."""
-    ceiling = case.get("ceiling")
-    if not isinstance(ceiling, dict):
+    ceiling = case["ceiling"]
+    if ceiling is None:
         return " | ".join(["n/a"] * (3 if with_gbps else 2))
     cells = [f"{ceiling['us']:.1f}"] + ([f"{ceiling['gbps']:.3f}"] if with_gbps else []) + [f"{ceiling['ratio']:.3f}"]
     return " | ".join(cells)
 
 
-def bench_section(paths):
+def bench_section(benches):
+    """The bench table: every case of every bench document, benches = [(path, cases), ...]."""
     lines = ["## Bench (p50/p99 over repetitions, each the max over ranks; GB/s = bytes / p50; ceiling = the same "
              "bytes copied between the same ranks through shared memory, ratio = ceiling µs / p50)", "",
              "| op | transport | mode | dtype | tokens | p50 µs | p99 µs | algo GB/s | physical GB/s | ceiling µs "
              "| ceiling GB/s | ratio | check |",
              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for path in paths:
-        for c in read_results(path):
+    for _, cases in benches:
+        for c in cases:
             lines.append(
                 f"| {c['op']} | {c['transport']} | {c['mode']} | {c['dtype']} | {c['sizes'].get('tokens', '')} "
-                f"| {c['stats']['p50']:.1f}{'*' if c.get('oversubscribed') is True else ''} "
-                f"| {c['stats']['p99']:.1f} | {c['bandwidth_gbps']['algo']:.3f} "
-                f"| {c['bandwidth_gbps']['physical']:.3f} | {ceiling_cells(c)} | {check_text(c['check'])} |")
+                f"| {c['p50_us']:.1f}{'*' if c['oversubscribed'] else ''} "
+                f"| {c['p99_us']:.1f} | {c['algo_gbps']:.3f} "
+                f"| {c['physical_gbps']:.3f} | {ceiling_cells(c)} | {check_text(c['check'])} |")
     lines.append("")
-    if any(c.get("oversubscribed") is True for path in paths for c in read_results(path)):
+    if any(c["oversubscribed"] for _, cases in benches for c in cases):
         lines += ["\\* ran oversubscribed (more threads than CPUs on a node): the time measures the scheduler, "
                   "not the transport.", ""]
-    lines.append("Results documents: " + ", ".join(f"[{os.path.basename(p)}]({os.path.basename(p)})" for p in paths))
+    lines.append("Results documents: " + ", ".join(f"[{os.path.basename(p)}]({os.path.basename(p)})"
+                                                   for p, _ in benches))
     return lines + [""]
 
 
-def read_results(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f).get("results", [])
-
-
-def op_cases(paths, op):
-    return [c for path in paths for c in read_results(path) if c.get("op") == op]
+def op_cases(benches, op):
+    return [c for _, cases in benches for c in cases if c["op"] == op]
 
 
 def wrong_text(check):
@@ -121,11 +121,13 @@ def wrong_text(check):
 
 
 def layer_row(c):
-    phases = " | ".join(f"{c['phases_us'][p]:.1f}" for p in PHASES)
-    dropped = f"{sum(c['dropped_pairs']):.0f} / {sum(c['dropped_tokens']):.0f}"
-    return (f"| {c['transport']} | {c['mode']} | {c['dtype']} | {c['sizes'].get('tokens', '')} | {c['mask_ratio']:g} "
-            f"| {c['identity'].get('schedule', '')} | {c['stats']['p50']:.1f} | {c['tokens_per_s']:.0f} | {phases} "
-            f"| {min(c['balancedness']):.3f} | {dropped} | {wrong_text(c['check'])} | {ceiling_cells(c, False)} |")
+    layer = c["layer"]
+    phases = " | ".join(f"{layer['phases_us'][p]:.1f}" for p in PHASES)
+    dropped = f"{layer['dropped_pairs']:.0f} / {layer['dropped_tokens']:.0f}"
+    return (f"| {c['transport']} | {c['mode']} | {c['dtype']} | {c['sizes'].get('tokens', '')} "
+            f"| {layer['mask_ratio']:g} | {dict(c['identity']).get('schedule', '')} | {c['p50_us']:.1f} "
+            f"| {layer['tokens_per_s']:.0f} | {phases} | {layer['balancedness']:.3f} | {dropped} "
+            f"| {wrong_text(c['check'])} | {ceiling_cells(c, False)} |")
 
 
 def layer_section(cases, plots):
@@ -145,13 +147,13 @@ def layer_section(cases, plots):
 
 
 def eplb_row(c):
-    moved = c["moved_experts"]
-    steps = f"{c['first_step']}-{c['last_step']}"
-    return (f"| {c['transport']} | {c['policy']} | {c['identity'].get('workload', '')} | {c['window']} | {steps} "
-            f"| {c['plan']} | {c['balancedness']['predicted']:.3f} | {c['balancedness']['realized']:.3f} "
-            f"| {c['stats']['mean']:.1f} | {c['switches']} "
-            f"| {moved['same_rank']:.0f} / {moved['same_node']:.0f} / {moved['cross_node']:.0f} "
-            f"| {sum(c['moved_bytes'].values()) / 1e6:.3f} | {c['stall_us']:.1f} | {c['planner_us']:.1f} "
+    eplb = c["eplb"]
+    moved = " / ".join(f"{eplb['moved_experts'][k]:.0f}" for k in MOVE_CLASSES)
+    steps = f"{eplb['first_step']}-{eplb['last_step']}"
+    return (f"| {c['transport']} | {eplb['policy']} | {dict(c['identity']).get('workload', '')} | {eplb['window']} "
+            f"| {steps} | {eplb['plan']} | {eplb['predicted']:.3f} | {eplb['realized']:.3f} "
+            f"| {eplb['step_us']:.1f} | {eplb['switches']} | {moved} "
+            f"| {eplb['moved_mb']:.3f} | {eplb['stall_us']:.1f} | {eplb['planner_us']:.1f} "
             f"| {wrong_text(c['check'])} |")
 
 
@@ -200,8 +202,7 @@ def preset_name(info_path):
     """'<preset> run' from info.json's config.preset (epsuite run), else 'run'."""
     if not os.path.isfile(info_path):
         return "run"
-    with open(info_path, encoding="utf-8") as f:
-        preset = json.load(f).get("config", {}).get("preset")
+    preset = read_json(info_path).get("config", {}).get("preset")
     return f"{preset} run" if preset else "run"
 
 
@@ -213,9 +214,15 @@ def main(argv):
     sections = []
     info = os.path.join(out_dir, "info.json")
     xml = os.path.join(out_dir, "conformance.xml")
-    benches = sorted(glob.glob(os.path.join(out_dir, "bench-*.json")))
+    try:
+        documents = [(path, *read_cases(path)) for path in sorted(glob.glob(os.path.join(out_dir, "bench-*.json")))]
+    except InputError as e:
+        print(f"epsuite: error: {e}", file=sys.stderr)
+        return 2
+    benches = [(path, cases) for path, _, cases in documents]
     plots = os.path.join(out_dir, "plots", "plots.json")
-    sections += oversubscription_lines(([info] if os.path.isfile(info) else []) + benches)
+    sections += oversubscription_lines(([read_json(info)] if os.path.isfile(info) else [])
+                                       + [document for _, document, _ in documents])
     if os.path.isfile(info):
         sections += platform_section(info)
     if os.path.isfile(xml):

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "perf/results/results.hpp"
+#include "results/document.hpp"
 
 extern char** environ;
 
@@ -97,12 +97,13 @@ Result<std::string> helper_script_path(const std::string& name) {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec)
     return Status(StatusCode::kEnvironment, "plot: cannot locate the epsuite executable (/proc/self/exe)");
+  // Next to the executable in a build folder; under share/epsuite/ of an installed prefix.
   const fs::path script = exe.parent_path() / "plot" / name;
-  if (!fs::is_regular_file(script, ec)) {
-    return Status(StatusCode::kEnvironment,
-                  fmt::format("plot: the plot script {} is missing; rebuild epsuite", script.string()));
-  }
-  return script.string();
+  const fs::path installed = exe.parent_path().parent_path() / "share" / "epsuite" / "plot" / name;
+  if (fs::is_regular_file(script, ec)) return script.string();
+  if (fs::is_regular_file(installed, ec)) return installed.string();
+  return Status(StatusCode::kEnvironment,
+                fmt::format("plot: the plot script {} is missing; rebuild epsuite", script.string()));
 }
 
 Status plot_results(const std::vector<std::string>& files, const std::string& out_dir) {

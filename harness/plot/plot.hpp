@@ -1,10 +1,11 @@
 // The figures of `epsuite plot FILE... --out DIR` (harness/cli/plot.hpp) and `epsuite run`: results documents
 // (docs/results.md 9.1) drawn as PNG and SVG by the matplotlib script harness/plot/epsuite_plot.py (Agg
-// backend), which the build copies next to the executable (<dir of epsuite>/plot/epsuite_plot.py). The
+// backend), which the build copies next to the executable (<dir of epsuite>/plot/epsuite_plot.py) with the
+// report script and epsuite_results.py, the one Python reader of results documents that both use. The
 // script's docstring lists the figures; it also writes DIR/plots.json, the index of every figure's files and
 // series.
 //
-// Every FILE is read with read_results_file first (perf/results/results.hpp): an unreadable, truncated or
+// Every FILE is read with read_results_file first (results/document.hpp): an unreadable, truncated or
 // foreign file, a schema version from the future or an empty results list is bad input (exit 2, one
 // message naming the file and field) and nothing is drawn. python3 or matplotlib missing, or the script
 // failing otherwise, is an environment error (exit 3). No MPI: the command runs as a plain process.

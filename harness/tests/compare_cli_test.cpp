@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "perf/results/results.hpp"
+#include "results/document.hpp"
 
 namespace eps {
 namespace {

@@ -10,10 +10,12 @@ The build directory (--build-dir, else $EPS_BUILD_DIR, else ./build) holds epsui
 the paths of the programs under test, mpirun, the MPI test environment and the fabric backends built.
 
 Fixtures: `build` (that file), `epsuite`, `mpirun` (support.Mpirun), `run` (support.run with a deadline),
-`results_schema` (support.ResultsSchema); support.expect_usage_error is the one usage-error expectation.
+`python_bridge` (support.PythonBridge: --python and the build's package), `results_schema`
+(support.ResultsSchema); support.expect_usage_error is the one usage-error expectation.
 """
 
 import os
+import sys
 
 import pytest
 
@@ -28,6 +30,8 @@ def pytest_addoption(parser):
                      help="the CMake build directory holding epsuite-tests.json (default: $EPS_BUILD_DIR, ./build)")
     parser.addoption("--skip-exit-code", type=int, default=None,
                      help="exit with this code when every selected test was skipped (ctest's SKIP_RETURN_CODE)")
+    parser.addoption("--python", default=sys.executable,
+                     help="the interpreter the Python bridge (python/) was built for (default: this one)")
     parser.addoption("--vcluster-managed", action="store_true",
                      help="ctest's fixtures vcluster_up/vcluster_down bring the virtual cluster up and down: the "
                           "tests use it (or skip with the reason vcluster_up recorded) and leave it up")
@@ -47,12 +51,18 @@ class Build:
         self.mpi_environment = self.config["mpi_environment"]
         self.fabric_backends = self.config["fabric_backends"]
         self.device_test_plugin_dir = self.config["device_test_plugin_dir"]
+        self.transport_plugin_dir = self.config["transport_plugin_dir"]
+        self.python_package_dir = self.config["python_package_dir"]
 
     def program(self, name):
         path = self.config["programs"][name]
         if not os.access(path, os.X_OK):
             pytest.fail(f"{path} is not built")
         return path
+
+    def transport_plugin(self, name):
+        """The test plugin libepsuite-plugin-NAME.so of impls/transport/plugin/tests."""
+        return os.path.join(self.transport_plugin_dir, f"libepsuite-plugin-{name}.so")
 
 
 @pytest.fixture(scope="session")
@@ -73,6 +83,19 @@ def mpirun(build):
 @pytest.fixture(scope="session")
 def run():
     return support.run
+
+
+@pytest.fixture(scope="session")
+def python_bridge(build, pytestconfig):
+    """The built Python bridge (docs/plugins.md 15.5): its interpreter and the environment that imports the package
+    `epsuite` from the build (and the test adapters of python/tests); skips where the build has no bridge."""
+    if not os.path.isdir(os.path.join(build.python_package_dir, "epsuite")):
+        pytest.skip(f"the Python bridge is not built ({build.python_package_dir}: EPSUITE_WITH_PYTHON)")
+    path = [build.python_package_dir, os.path.join(build.source_dir, "python", "tests")]
+    if os.environ.get("PYTHONPATH"):
+        path.append(os.environ["PYTHONPATH"])
+    return support.PythonBridge(pytestconfig.getoption("python"),
+                                {"PYTHONPATH": os.pathsep.join(path), "OMP_NUM_THREADS": "1"})
 
 
 @pytest.fixture(scope="session")

@@ -83,6 +83,15 @@ class Mpirun:
         return run(self.command(np, argv, extra), timeout=timeout, env=self.env(env), cwd=cwd, quiet=quiet)
 
 
+@dataclasses.dataclass
+class PythonBridge:
+    """The interpreter the Python bridge was built for and the environment under which it imports the package
+    `epsuite` of the build (PYTHONPATH; ranks get it through `mpirun -x PYTHONPATH`)."""
+
+    python: str
+    environment: dict
+
+
 def expect_usage_error(result, *needles, nothing_at=()):
     """A usage error (docs/errors.md 10): exit 2, exactly one `epsuite: error` line in all the output (one message
     for the whole job, never one per rank), on stderr; stderr says each needle (a string, or a compiled pattern

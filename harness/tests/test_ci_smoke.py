@@ -13,9 +13,9 @@ from support import load_json
 
 
 def test_ci_smoke(run, build, results_schema, tmp_path):
-    # ci/smoke runs the README's main job into a scratch folder (not results/local, so no --force) with 3 + 1
+    # ci/smoke runs the README's main job into a scratch folder (not epsuite-out, so no --force) with 3 + 1
     # iterations:
-    # readme-command: mpirun -np 4 --map-by :OVERSUBSCRIBE build/epsuite run --preset smoke --out results/local --force
+    # readme-command: mpirun -np 4 --map-by :OVERSUBSCRIBE build/epsuite run --preset smoke --out epsuite-out --force
     out = tmp_path / "run"
     env = {**os.environ, "BUILD_DIR": build.build_dir, "EPS_SMOKE_ITERS": "3", "EPS_SMOKE_WARMUP": "1"}
     result = run([os.path.join(build.source_dir, "ci", "smoke"), "--no-build", out], timeout=540, env=env)

@@ -73,7 +73,7 @@ def bandwidth_plots(out_dir):
 def test_two_files(run, epsuite, results_schema, tmp_path):
     """Every expected figure, file and series of results_a.json + results_b.json."""
     # Two files of two platforms, as the README plots a run's files with another machine's:
-    # readme-command: build/epsuite plot results/local/bench-*.json other-machine.json --out results/plots
+    # readme-command: build/epsuite plot epsuite-out/bench-*.json other-machine.json --out compared-plots
     inputs = [data("results_a.json"), data("results_b.json")]
     results_schema.check(*inputs)
     out = tmp_path / "plots"

@@ -65,10 +65,10 @@ Result<std::unique_ptr<Device>> open_backend(const DeviceBackend& backend, int o
   return backend.open(ordinal);
 }
 
-// "auto": the first backend other than cpu with a device here, else cpu.
+// "auto": the first GPU backend with a device here, else cpu.
 Result<std::unique_ptr<Device>> open_auto(int local_rank) {
   for (const DeviceBackend& backend : device_registry().backends()) {
-    if (backend.name == "cpu") continue;
+    if (backend.host) continue;
     Result<int> count = backend.count();
     if (count.ok() && *count > 0) return open_backend(backend, 0, false, local_rank);
   }
@@ -87,7 +87,7 @@ Result<std::unique_ptr<Device>> make_device(std::string_view spec, int local_ran
   const std::string_view digits = spec.substr(colon + 1);
   int ordinal = -1;
   const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), ordinal);
-  if (error != std::errc() || end != digits.data() + digits.size() || ordinal < 0 || name == "cpu") {
+  if (error != std::errc() || end != digits.data() + digits.size() || ordinal < 0 || backend->host) {
     return invalid_argument("--device",
                             "'{}': the ordinal after ':' must be a number >= 0 (GPU backends only)", spec);
   }

@@ -3,8 +3,9 @@
 //
 // A backend folder defines `void eps_register_device_<name>(eps::device::DeviceRegistry&)` and is listed in
 // impls/device/CMakeLists.txt; CMake generates the function that calls every registration. Backends: `cpu`
-// (always) and `cuda`, `hip` (GPU plugins, gpu/). Names: "cpu", "cuda", "hip", "cuda:N" / "hip:N" for
-// device ordinal N, and "auto": the first GPU backend that has a device here, else `cpu`.
+// and `cpu-isolated` (always, host backends) and `cuda`, `hip` (GPU plugins, gpu/). Names: "cpu",
+// "cpu-isolated", "cuda", "hip", "cuda:N" / "hip:N" for device ordinal N, and "auto": the first GPU backend
+// that has a device here, else `cpu`.
 #pragma once
 
 #include <functional>
@@ -27,6 +28,8 @@ struct DeviceBackend {
   std::function<Result<std::unique_ptr<Device>>(int ordinal)> open;
   // What `epsuite info` shows of device `ordinal` without opening it (no context, no stream).
   std::function<Result<DeviceProperties>(int ordinal)> properties;
+  // A host backend (`cpu`, `cpu-isolated`): one device, no ":N" ordinal, never picked by "auto".
+  bool host = false;
 };
 
 class DeviceRegistry {

@@ -43,6 +43,19 @@
 // Immediates whose two top bits are both set (kImmReservedKind) are reserved for the fabric's own barrier;
 // try_put refuses them from callers.
 //
+// Load/store access and stream-ordered receive (docs/fabrics.md 6.5). `peer_memory(peer, region)` is the
+// peer's memory of a region as mapped into this rank, where the fabric maps it at all (shm: the peer's
+// segment; ipc: the peer's device memory, imported): a kernel or copy of this rank may then write a peer's
+// region directly (pack straight into the receive buffer). Empty where peers' memory is reached only
+// through the NIC, and under the chaos decorator (which must see every write). `region_device()` is the
+// device whose kDevice memory holds the regions (Region::local and peer_memory point there), or null when
+// they are host memory the host may touch: where it is a device the host cannot address (a GPU,
+// cpu-isolated), the caller reads and writes region bytes through that device's copies only.
+// `enqueue_wait_for_immediates(queue, peer, count, timeout)` enqueues on `queue` (of region_device()) a
+// device wait until this rank has received at least `count` caller immediates from `peer` since the
+// fabric was made (barrier immediates do not count), so that later work on that queue (an unpack kernel)
+// runs after those puts' bytes without the host polling; kUnavailable where the fabric has no such signal.
+//
 // Remote atomics. `try_atomic_add(op)` adds op.value (mod 2^64) to the 64-bit word at the peer's
 // (remote_region, remote_offset); the offset must be a multiple of 8 (kAtomicBytes) and the word must lie
 // within the peer's region. The add is atomic with respect to every other atomic add of this fabric to that
@@ -72,6 +85,11 @@
 
 #include "impls/runtime/deadline.hpp"
 #include "reference/common/status.hpp"
+
+namespace eps::device {
+class Device;
+class Queue;
+}  // namespace eps::device
 
 namespace eps::fabric {
 
@@ -175,6 +193,16 @@ class Fabric {
   // at once, return at once. Call it before a stretch without polling while peers may wait for those puts.
   virtual Status flush(const Deadline& deadline) = 0;
   virtual Status barrier(const Deadline& deadline) = 0;
+
+  // docs/fabrics.md 6.5 (the header comment): a peer's region as mapped here (empty: not mapped), the device
+  // of the regions' memory (null: host memory), and the stream-ordered wait for a peer's immediates.
+  virtual std::span<std::byte> peer_memory(int /*peer*/, int /*region*/) const { return {}; }
+  virtual device::Device* region_device() const { return nullptr; }
+  virtual Status enqueue_wait_for_immediates(device::Queue& /*queue*/, int /*peer*/, std::uint64_t /*count*/,
+                                             double /*timeout_seconds*/) {
+    return Status(StatusCode::kUnavailable,
+                  fmt::format("{}: no stream-ordered receive (its immediates reach the host only)", name()));
+  }
 };
 
 }  // namespace eps::fabric

@@ -64,6 +64,11 @@ Result<int> FabricBase::create(std::size_t bytes, std::byte* memory) {
   return id;
 }
 
+std::size_t FabricBase::region_bytes(int index, int rank) const {
+  if (index < 0 || index >= static_cast<int>(regions_.size()) || rank < 0 || rank >= size_) return 0;
+  return regions_[static_cast<std::size_t>(index)].sizes[static_cast<std::size_t>(rank)];
+}
+
 Result<Region> FabricBase::allocate(std::size_t bytes) {
   if (regions_.empty()) return Status(StatusCode::kEnvironment, "fabric: start() was not called");
   EPS_ASSIGN_OR_RETURN(int id, create(bytes, nullptr));

@@ -91,6 +91,8 @@ class FabricBase : public Fabric {
   virtual FabricLimits backend_limits() const = 0;
 
   static int region_index(int caller_id) { return caller_id + 1; }
+  // The bytes rank `rank` allocated for backend region `index` (0 when there is no such region).
+  std::size_t region_bytes(int index, int rank) const;
   MPI_Comm comm() const { return comm_; }
   double timeout_seconds() const { return timeout_seconds_; }
 

@@ -10,6 +10,7 @@
 #include "reference/dispatch/expert_major.hpp"
 #include "reference/dispatch/layout.hpp"
 #include "reference/dispatch/ll_dispatch.hpp"
+#include "reference/dispatch/open_order.hpp"
 #include "reference/dispatch/rank_major.hpp"
 #include "reference/numerics/fp8.hpp"
 #include "reference/numerics/quant.hpp"
@@ -270,8 +271,8 @@ std::vector<bf16> expert_outputs(const ProblemShape& s, int rank, const Dispatch
   return y;
 }
 
-dispatch::CompareReport check_layout(const Problem& p, int rank, const dispatch::DispatchLayout& actual) {
-  dispatch::CompareReport report;
+dispatch::MismatchReport check_layout(const Problem& p, int rank, const dispatch::DispatchLayout& actual) {
+  dispatch::MismatchReport report;
   const Result<dispatch::DispatchLayout> expected = dispatch::expected_layout(p.plan(), rank);
   if (!expected.ok()) {
     report.add({.field = "layout", .rank = rank, .note = expected.status().message()});
@@ -301,9 +302,9 @@ std::span<const T> first(const std::vector<T>& v, std::int64_t n) {
       std::min(v.size(), static_cast<std::size_t>(std::max<std::int64_t>(n, 0))));
 }
 
-dispatch::CompareReport check_rank_major(const Problem& p, int rank, const DispatchBuffers& b,
-                                         std::int64_t rows) {
-  dispatch::CompareReport report;
+dispatch::MismatchReport check_rank_major(const Problem& p, int rank, const DispatchBuffers& b,
+                                          std::int64_t rows, bool fixed_order) {
+  dispatch::MismatchReport report;
   const Result<dispatch::RankMajorExpected> expected =
       dispatch::expected_rank_major(p.plan(), rank, p.source());
   if (!expected.ok()) {
@@ -315,12 +316,13 @@ dispatch::CompareReport check_rank_major(const Problem& p, int rank, const Dispa
                                      first(b.recv_x_scales, rows * p.plan().num_scales()),
                                      first(b.recv_topk_idx, rows * k), first(b.recv_topk_weights, rows * k),
                                      b.num_recv_tokens_per_expert};
-  return dispatch::compare_rank_major(p.plan(), *expected, view);
+  return fixed_order ? dispatch::compare_rank_major(p.plan(), *expected, view)
+                     : dispatch::compare_rank_major_open(p.plan(), *expected, view);
 }
 
-dispatch::CompareReport check_expert_major(const Problem& p, int rank, const DispatchBuffers& b,
-                                           std::int64_t rows) {
-  dispatch::CompareReport report;
+dispatch::MismatchReport check_expert_major(const Problem& p, int rank, const DispatchBuffers& b,
+                                            std::int64_t rows, bool fixed_order) {
+  dispatch::MismatchReport report;
   const Result<dispatch::ExpertMajorExpected> expected =
       dispatch::expected_expert_major(p.plan(), rank, p.source());
   if (!expected.ok()) {
@@ -330,7 +332,8 @@ dispatch::CompareReport check_expert_major(const Problem& p, int rank, const Dis
   const dispatch::ExpertMajorView view{
       first(b.recv_x, rows * static_cast<std::int64_t>(p.plan().row_bytes())),
       first(b.recv_x_scales, rows * p.plan().num_scales()), first(b.recv_weights, rows)};
-  report = dispatch::compare_expert_major(p.plan(), *expected, view);
+  report = fixed_order ? dispatch::compare_expert_major(p.plan(), *expected, view)
+                       : dispatch::compare_expert_major_open(p.plan(), *expected, view);
   // Segment lengths (the aligned per-expert counts) of docs/dispatch.md 5.3.
   std::vector<int> segments;
   const std::vector<int>& begin = expected->index.segment_begin;
@@ -342,29 +345,28 @@ dispatch::CompareReport check_expert_major(const Problem& p, int rank, const Dis
 
 }  // namespace
 
-dispatch::CompareReport check_dispatch(const Problem& p, int rank, const DispatchBuffers& b,
-                                       std::int64_t num_rows, bool ll_ordered) {
+dispatch::MismatchReport check_dispatch(const Problem& p, int rank, const DispatchBuffers& b,
+                                        std::int64_t num_rows, bool fixed_order) {
   switch (b.layout) {
     case Layout::kHtRankMajor:
-      return check_rank_major(p, rank, b, num_rows);
+      return check_rank_major(p, rank, b, num_rows, fixed_order);
     case Layout::kHtExpertMajor:
-      return check_expert_major(p, rank, b, num_rows);
+      return check_expert_major(p, rank, b, num_rows, fixed_order);
     case Layout::kLl:
       break;
   }
   const dispatch::LlView view{b.recv_x, b.recv_x_scales, b.packed_recv_count, b.src_info, b.layout_range};
-  Result<dispatch::CompareReport> report =
+  Result<dispatch::MismatchReport> report =
       dispatch::check_ll_dispatch(p.plan(), rank, p.source(), view,
-                                  ll_ordered ? dispatch::LlOrder::kOrdered : dispatch::LlOrder::kUnordered);
+                                  fixed_order ? dispatch::LlOrder::kOrdered : dispatch::LlOrder::kUnordered);
   if (report.ok()) return *report;
-  dispatch::CompareReport failed;
+  dispatch::MismatchReport failed;
   failed.add({.field = "check_ll_dispatch", .rank = rank, .note = report.status().message()});
   return failed;
 }
 
-Result<dispatch::CompareReport> check_combine(const Problem& p, int rank, transport::CombineTree tree,
-                                              bool with_bias, std::span<const bf16> out,
-                                              std::span<const float> combined_weights) {
+Result<std::vector<bf16>> expected_combine(const Problem& p, int rank, transport::CombineTree tree,
+                                           bool with_bias) {
   const ProblemShape& s = p.shape();
   const std::size_t row_bytes = p.plan().row_bytes();
   const auto num_scales = static_cast<std::size_t>(p.plan().num_scales());
@@ -385,13 +387,17 @@ Result<dispatch::CompareReport> check_combine(const Problem& p, int rank, transp
   const dispatch::SlotOutputFn slot_output = [&](int r, int t, int k, std::span<bf16> row) {
     from_source(r, t, ll_shift(plan.topk_idx(r, t)[k]), row);
   };
-  Result<std::vector<bf16>> expected =
-      tree == transport::CombineTree::kLlWeighted ? dispatch::expected_ll_combine(plan, rank, slot_output)
-      : tree == transport::CombineTree::kHtRank
-          ? dispatch::expected_ht_rank_combine(plan, rank, partial, bias)
-          : dispatch::expected_ht_two_level_combine(plan, rank, two_level_nodes(s), partial, bias);
-  if (!expected.ok()) return expected.status();
-  dispatch::CompareReport report = dispatch::compare_combine(p.plan(), rank, *expected, out);
+  return tree == transport::CombineTree::kLlWeighted ? dispatch::expected_ll_combine(plan, rank, slot_output)
+         : tree == transport::CombineTree::kHtRank
+             ? dispatch::expected_ht_rank_combine(plan, rank, partial, bias)
+             : dispatch::expected_ht_two_level_combine(plan, rank, two_level_nodes(s), partial, bias);
+}
+
+Result<dispatch::MismatchReport> check_combine(const Problem& p, int rank, transport::CombineTree tree,
+                                               bool with_bias, std::span<const bf16> out,
+                                               std::span<const float> combined_weights) {
+  EPS_ASSIGN_OR_RETURN(const std::vector<bf16> expected, expected_combine(p, rank, tree, with_bias));
+  dispatch::MismatchReport report = dispatch::compare_combine(p.plan(), rank, expected, out);
   if (!combined_weights.empty())
     report.merge(dispatch::compare_combined_weights(p.plan(), rank, combined_weights));
   return report;

@@ -149,14 +149,19 @@ std::vector<bf16> expert_outputs(const ProblemShape& shape, int rank, const Disp
                                  std::int64_t num_rows);
 
 // Bit-exact checks against reference/dispatch (every mismatch names rank, source rank and token, column,
-// expected and actual bits).
-dispatch::CompareReport check_layout(const Problem& problem, int rank,
-                                     const dispatch::DispatchLayout& actual);
-dispatch::CompareReport check_dispatch(const Problem& problem, int rank, const DispatchBuffers& actual,
-                                       std::int64_t num_rows, bool ll_ordered);
+// expected and actual bits). check_dispatch compares rows in the fixed order of docs/dispatch.md 5.2-5.4, or,
+// with `fixed_order` false (Capabilities::fixed_order), as the multisets of docs/dispatch.md 5.9.
+dispatch::MismatchReport check_layout(const Problem& problem, int rank,
+                                      const dispatch::DispatchLayout& actual);
+dispatch::MismatchReport check_dispatch(const Problem& problem, int rank, const DispatchBuffers& actual,
+                                        std::int64_t num_rows, bool fixed_order);
+// The reference's combine of `rank`'s tokens [T_r, H] on `tree`, with the expert side's function
+// (transform_row of each delivered row) and, `with_bias`, the problem's bias rows (ht trees).
+Result<std::vector<bf16>> expected_combine(const Problem& problem, int rank, transport::CombineTree tree,
+                                           bool with_bias);
 // `with_bias`: the ht trees were given the problem's bias rows. Combined weights are checked when given.
-Result<dispatch::CompareReport> check_combine(const Problem& problem, int rank, transport::CombineTree tree,
-                                              bool with_bias, std::span<const bf16> out,
-                                              std::span<const float> combined_weights);
+Result<dispatch::MismatchReport> check_combine(const Problem& problem, int rank, transport::CombineTree tree,
+                                               bool with_bias, std::span<const bf16> out,
+                                               std::span<const float> combined_weights);
 
 }  // namespace eps::problem

@@ -71,9 +71,11 @@ std::vector<ParamSpec> make_catalog() {
       {.name = "device",
        .kind = ParamKind::kString,
        .default_text = "auto",
-       .help = "Where the data path runs and the transports' buffers live (docs/devices.md): cpu (kernels "
-               "on host threads), cuda, hip (a GPU per rank on a node; cuda:N / hip:N pins ordinal N), "
-               "or auto (a GPU when one is present, else cpu)"});
+       .help =
+           "Where the data path runs and the transports' buffers live (docs/devices.md): cpu (kernels "
+           "on host threads), cpu-isolated (the cpu device whose device memory the host must not touch: "
+           "any host access faults), cuda, hip (a GPU per rank on a node; cuda:N / hip:N pins ordinal N), "
+           "or auto (a GPU when one is present, else cpu)"});
   c.push_back({.name = "proxy-threads",
                .kind = ParamKind::kInteger,
                .default_text = "4",

@@ -1,5 +1,6 @@
 #include "impls/transport/registry.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -14,6 +15,34 @@ void TransportRegistry::add(TransportEntry entry) {
     throw std::logic_error(fmt::format("transport '{}' registered twice", entry.name));
   }
   entries_.push_back(std::move(entry));
+  resolved_.push_back(false);
+}
+
+void TransportRegistry::add_resolver(std::string prefix, TransportResolver resolver) {
+  if (resolvers_.contains(prefix)) {
+    throw std::logic_error(fmt::format("transport resolver '{}:' registered twice", prefix));
+  }
+  resolvers_.emplace(std::move(prefix), std::move(resolver));
+}
+
+Result<std::string> TransportRegistry::resolve(std::string_view name) {
+  if (find(name) != nullptr) return std::string(name);
+  if (const auto alias = aliases_.find(name); alias != aliases_.end()) return alias->second;
+  const std::size_t colon = name.find(':');
+  const auto resolver =
+      colon == std::string_view::npos ? resolvers_.end() : resolvers_.find(name.substr(0, colon));
+  if (resolver == resolvers_.end()) {
+    return invalid_argument("--transport", "unknown transport '{}'; registered: {} (or 'all'{})", name,
+                            fmt::join(names(), ", "), resolvers_.empty() ? "" : ", or plugin:NAME|PATH");
+  }
+  EPS_ASSIGN_OR_RETURN(TransportEntry entry, resolver->second(name.substr(colon + 1)));
+  const std::string registered = entry.name;
+  if (find(registered) == nullptr) {
+    add(std::move(entry));
+    resolved_.back() = true;
+  }
+  aliases_.emplace(std::string(name), registered);
+  return registered;
 }
 
 const TransportEntry* TransportRegistry::find(std::string_view name) const {
@@ -26,6 +55,14 @@ const TransportEntry* TransportRegistry::find(std::string_view name) const {
 std::vector<std::string> TransportRegistry::names() const {
   std::vector<std::string> out;
   for (const TransportEntry& e : entries_) out.push_back(e.name);
+  return out;
+}
+
+std::vector<std::string> TransportRegistry::builtin_names() const {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (!resolved_[i]) out.push_back(entries_[i].name);
+  }
   return out;
 }
 
@@ -47,26 +84,32 @@ const TransportRegistry& transport_registry() { return mutable_registry(); }
 void register_test_transport(TransportEntry entry) { mutable_registry().add(std::move(entry)); }
 
 Result<std::vector<std::string>> select_transports(std::string_view text) {
-  const TransportRegistry& registry = transport_registry();
-  if (text == "all") return registry.names();
+  TransportRegistry& registry = mutable_registry();
   std::vector<std::string> out;
   std::size_t begin = 0;
   while (begin <= text.size()) {
     std::size_t end = text.find(',', begin);
     if (end == std::string_view::npos) end = text.size();
-    const std::string name(text.substr(begin, end - begin));
-    if (registry.find(name) == nullptr) {
-      return invalid_argument("--transport", "unknown transport '{}'; registered: {} (or 'all')", name,
-                              fmt::join(registry.names(), ", "));
+    const std::string_view item = text.substr(begin, end - begin);
+    std::vector<std::string> names;
+    if (item == "all") {
+      names = registry.builtin_names();
+    } else {
+      EPS_ASSIGN_OR_RETURN(std::string name, registry.resolve(item));
+      names.push_back(std::move(name));
     }
-    for (const std::string& seen : out) {
-      if (seen == name) return invalid_argument("--transport", "'{}' is listed twice", name);
+    for (std::string& name : names) {
+      if (std::find(out.begin(), out.end(), name) != out.end()) {
+        return invalid_argument("--transport", "'{}' is listed twice", name);
+      }
+      out.push_back(std::move(name));
     }
-    out.push_back(name);
     begin = end + 1;
   }
   return out;
 }
+
+Result<std::string> resolve_transport(std::string_view name) { return mutable_registry().resolve(name); }
 
 fabric::FabricSelection with_region_memory(const TransportConfig& config, fabric::FabricSelection selection) {
   const bool registers = config.memory == MemoryKind::kDevice && config.device != nullptr &&
@@ -78,11 +121,8 @@ fabric::FabricSelection with_region_memory(const TransportConfig& config, fabric
 
 Result<std::unique_ptr<Transport>> make_transport(std::string_view name, const TransportConfig& config,
                                                   const fabric::FabricSelection& fabric) {
-  const TransportEntry* entry = transport_registry().find(name);
-  if (entry == nullptr) {
-    return invalid_argument("--transport", "unknown transport '{}'; registered: {}", name,
-                            fmt::join(transport_registry().names(), ", "));
-  }
+  EPS_ASSIGN_OR_RETURN(const std::string registered, resolve_transport(name));
+  const TransportEntry* entry = transport_registry().find(registered);
   if (!entry->uses_fabric) return entry->factory(config, fabric);
   return entry->factory(config, with_region_memory(config, fabric));
 }

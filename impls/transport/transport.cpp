@@ -35,6 +35,9 @@ bool contains(const std::vector<T>& values, T value) {
 bool Capabilities::supports(Layout layout) const { return contains(layouts, layout); }
 bool Capabilities::supports(CombineTree tree) const { return contains(combine_trees, tree); }
 bool Capabilities::supports(PayloadType dtype) const { return contains(dtypes, dtype); }
+bool Capabilities::fixed_order(Layout layout) const {
+  return layout == Layout::kLl ? ll_ordered : !contains(open_order, layout);
+}
 
 std::int64_t recv_capacity_rows(Layout layout, const TransportConfig& config, int num_ranks) {
   const std::int64_t ranks = num_ranks;

@@ -109,7 +109,10 @@ struct Capabilities {
   std::vector<CombineTree> combine_trees;
   std::vector<PayloadType> dtypes;
   std::vector<MemoryKind> memory;
-  bool ll_ordered = false;       // docs/dispatch.md 5.4 canonical block and row order
+  bool ll_ordered = false;  // docs/dispatch.md 5.4 canonical block and row order
+  // HT layouts whose receive order is open (SPEC 14.3, docs/dispatch.md 5.9): rows in any order inside a
+  // block.
+  std::vector<Layout> open_order;
   bool cached_dispatch = false;  // dispatch_cached is implemented
   int max_ranks = 0;
   int max_experts = 0;
@@ -120,6 +123,9 @@ struct Capabilities {
   bool supports(Layout layout) const;
   bool supports(CombineTree tree) const;
   bool supports(PayloadType dtype) const;
+  // Whether `layout` is received in the fixed order of docs/dispatch.md 5.2-5.4 (ll: ll_ordered; ht: not in
+  // open_order), compared row by row; otherwise as the multisets of docs/dispatch.md 5.9.
+  bool fixed_order(Layout layout) const;
 };
 
 struct TransportConfig {

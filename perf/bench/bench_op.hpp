@@ -3,17 +3,23 @@
 //
 // An op file (perf/bench/op_<name>.cpp) defines `void eps_register_bench_op_<name>(BenchOpRegistry&)` that
 // adds one BenchOp, and perf/bench/CMakeLists.txt lists it in eps_generate_registry: adding an op is that
-// file plus one word in CMake. The op supplies what differs between operations; the driver owns what they
-// share: options, warm-up and timed loops, the barrier before every timed iteration, the maximum over ranks,
-// statistics, -c checking of every iteration, the table, the results JSON and the exit code.
+// file plus one word in CMake. The op file declares only what differs between operations: its inputs (a plan
+// made from its flags, perf/bench/bench_flags.hpp), the timed call and the check (Measurements), the bytes it
+// moves, its table's columns and cells, and the case parts only it knows. The driver owns what they share:
+// options, warm-up and timed loops, the barrier before every timed iteration, the maximum over ranks,
+// statistics, -c checking of every iteration, the machine's ceiling beside the op, the configuration echo,
+// the table, the results cases (their identity, times, slowest rank, check, ceiling and oversubscription),
+// the results JSON and the exit code.
 //
 // Shapes of the pieces:
 //   BenchOp       name, summary, the op's own flags, and `plan`: validate the resolved flags and name the
 //                 series to measure (each a transport, a fabric, ...), each made lazily and collectively.
-//   BenchSeries   one series: its '#' header (configuration and column titles) and its points (a token count,
-//                 a message size, ...), each made collectively.
-//   BenchPoint    one point: one or more Measurements, and how their results become a table row and cases of
-//                 the results document.
+//   BenchSeries   one series: `info` (SeriesInfo: what the header echoes, the table's columns, the case every
+//                 case of the series starts from) and its points (a token count, a message size, ...), each
+//                 made collectively.
+//   BenchPoint    one point: one or more Measurements, the machine's ceiling when it measures one, and
+//   `report`:
+//                 the cells of the op's columns and the parts of its results cases.
 //   Measurement   one timed thing, iteration by iteration:
 //                   prepare(i, checking)  untimed: iteration i's inputs (with -c every iteration its own
 //                                         payload) and, with -c, outputs poisoned (NaN) so stale ones show
@@ -28,18 +34,21 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/json_io.hpp"
 #include "impls/runtime/params.hpp"
-#include "perf/results/results.hpp"
+#include "perf/bench/table.hpp"
 #include "reference/common/status.hpp"
+#include "results/document.hpp"
 
 namespace eps::bench {
 
@@ -67,6 +76,13 @@ class Measurement {
   virtual Status settle() { return Status(); }
 };
 
+// The machine's ceiling beside a point (docs/results.md 9.4, perf/bench/ceiling.hpp): a Measurement the
+// driver times like the op's and reports in the ceiling columns and the cases' `ceiling`.
+class MachineCeiling : public Measurement {
+ public:
+  virtual const std::string& kind() const = 0;  // results' ceiling.kind
+};
+
 // What the driver measured for one Measurement: per-iteration times of the timed iterations (each the
 // maximum over ranks), the slowest rank (largest median), and the -c outcome summed over ranks and
 // iterations (nullopt without -c).
@@ -76,21 +92,53 @@ struct Measured {
   std::optional<CheckOutcome> check;
 };
 
+// The nearest-rank percentile p of a measurement's times (0 for none).
+double percentile_us(const Measured& measured, double p);
+
+// What a point adds to the series' base case for one results case (docs/results.md 9.1). The driver
+// completes it with the times, slowest rank and check of measurement `measured`, the point's ceiling and
+// the oversubscription flag.
+struct CaseParts {
+  std::size_t measured = 0;
+  std::string mode;                                         // "" keeps the series'
+  std::vector<std::pair<std::string, std::int64_t>> sizes;  // after the series'
+  std::map<std::string, std::string> identity;              // beside the series'
+  double algo_bytes = 0;                                    // docs/dispatch.md 5.6, of the slowest rank
+  double physical_bytes = 0;
+  Json extra = Json::object();  // the op's own fields (results/op_fields.hpp, docs/results.md 9.6)
+};
+
+// A point's table row (the cells of the op's columns, CellSource::kOp, in order) and its results cases.
+struct PointReport {
+  std::vector<Cell> cells;
+  std::vector<CaseParts> cases;
+};
+
 class BenchPoint {
  public:
   virtual ~BenchPoint() = default;
   virtual std::vector<Measurement*> measurements() = 0;
-  // The table row of the point (one line, newline included), from one Measured per measurement.
-  virtual std::string row(std::span<const Measured> measured) const = 0;
-  // The results cases of the point (docs/results.md 9.1).
-  virtual std::vector<CaseResult> cases(std::span<const Measured> measured) const = 0;
+  // The machine's ceiling of the point; null when it measures none.
+  virtual MachineCeiling* ceiling() { return nullptr; }
+  virtual PointReport report(std::span<const Measured> measured) const = 0;
+};
+
+// What a series' header echoes and what its cases share. The driver prints "# epsuite bench OP (epsuite V,
+// git G) on R ranks, N node(s)" (without the nodes when `nodes` is 0), one "#  KEY  TEXT" line per `echo`
+// entry, the '#' lines of the flags the op reads, `trailer` ('#' lines, e.g. the preset's), "#" and the
+// table's title lines.
+struct SeriesInfo {
+  int nodes = 0;
+  std::vector<std::pair<std::string, std::string>> echo;
+  std::string trailer;
+  TableLayout table;
+  CaseResult base;  // op, transport, mode, dtype, sizes, identity
 };
 
 class BenchSeries {
  public:
   virtual ~BenchSeries() = default;
-  // '#' lines: what is measured and how, then "#" and the column titles.
-  virtual std::string header() const = 0;
+  virtual SeriesInfo info() const = 0;
   virtual int num_points() const = 0;
   // Collective: sets up point `index` (buffers, inputs, a first untimed exchange where the op needs one).
   virtual Result<std::unique_ptr<BenchPoint>> make_point(int index) = 0;
@@ -111,7 +159,6 @@ struct SeriesPlan {
 struct BenchContext {
   const Params& params;  // the driver's flags and the op's own, resolved
   std::string op;
-  std::string params_block;  // '#' lines of the flags this op reads (Params::header_block)
 };
 
 struct BenchOp {
@@ -123,6 +170,8 @@ struct BenchOp {
   // Validates the flags (kInvalidArgument naming the flag) and returns the series and the op's part of the
   // results document's `config`.
   Result<std::vector<SeriesPlan>> (*plan)(const BenchContext& context, Json& config) = nullptr;
+  // The op's measurements fix their iterations (Measurement::iterations): -n and -w are not echoed.
+  bool fixed_iterations = false;
 };
 
 class BenchOpRegistry {

@@ -146,13 +146,6 @@ Mismatches check_received(const ByteMatrix& matrix, const CopyPlan& plan, int ra
   return found;
 }
 
-std::optional<double> ceiling_p50(std::span<const Measured> measured) {
-  if (measured.size() < 2) return std::nullopt;
-  std::vector<double> sorted = measured[1].times_us;
-  std::sort(sorted.begin(), sorted.end());
-  return nearest_rank_percentile(sorted, 50);
-}
-
 ParamSpec ceiling_param_spec() {
   return {.name = "ceiling",
           .kind = ParamKind::kChoice,
@@ -177,21 +170,19 @@ Result<std::string> choose_ceiling(std::string_view flag, int nodes) {
   return invalid_argument("--ceiling", "must be auto, shm-copy, fabric or none, got '{}'", flag);
 }
 
-std::string ceiling_header_line(std::string_view kind) {
+std::pair<std::string, std::string> ceiling_echo(std::string_view kind) {
   if (kind == kFabricCeiling) {
-    return fmt::format(
-        "#  {:<16} raw puts of the row's bytes between the same ranks through the --fabric below, all ranks "
-        "at "
-        "once, one immediate per pair, same -w/-n, barrier and max over ranks; ratio = ceiling p50 / p50 "
-        "(docs/results.md 9.4)\n",
-        "ceiling");
+    return {
+        "ceiling",
+        "raw puts of the row's bytes between the same ranks through the --fabric below, all ranks at once, "
+        "one immediate per pair, same -w/-n, barrier and max over ranks; ratio = ceiling p50 / p50 "
+        "(docs/results.md 9.4)"};
   }
-  if (kind.empty()) return fmt::format("#  {:<16} not measured (--ceiling none)\n", "ceiling");
-  return fmt::format(
-      "#  {:<16} memcpy of the row's bytes between the same ranks through MPI_Win_allocate_shared "
-      "segments, all ranks at once, same -w/-n, barrier and max over ranks; ratio = ceiling p50 / p50 "
-      "(docs/results.md 9.4)\n",
-      "ceiling");
+  if (kind.empty()) return {"ceiling", "not measured (--ceiling none)"};
+  return {
+      "ceiling",
+      "memcpy of the row's bytes between the same ranks through MPI_Win_allocate_shared segments, all ranks "
+      "at once, same -w/-n, barrier and max over ranks; ratio = ceiling p50 / p50 (docs/results.md 9.4)"};
 }
 
 std::unique_ptr<MachineCeiling> make_machine_ceiling(std::string_view kind,

@@ -39,6 +39,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "impls/fabric/fabric_selection.hpp"
@@ -58,14 +59,8 @@ Result<std::string> choose_ceiling(std::string_view flag, int nodes);
 // --ceiling of the ops with a ceiling (choose_ceiling).
 ParamSpec ceiling_param_spec();
 
-// The '#' line of a table header that says how the ceiling columns were measured (kind "" : not measured).
-std::string ceiling_header_line(std::string_view kind);
-
-// A ceiling measurement: the driver times it like the row's op (a second Measurement of the point).
-class MachineCeiling : public Measurement {
- public:
-  virtual const std::string& kind() const = 0;  // results' ceiling.kind
-};
+// The echo line of a series' header that says how the ceiling columns were measured (kind "": not measured).
+std::pair<std::string, std::string> ceiling_echo(std::string_view kind);
 
 class ByteMatrix {
  public:
@@ -126,10 +121,6 @@ void poison_received(const ByteMatrix& matrix, const CopyPlan& plan, int rank, s
                      std::span<std::byte> region);
 Mismatches check_received(const ByteMatrix& matrix, const CopyPlan& plan, int rank, std::uint64_t seed,
                           std::span<const std::byte> region, std::string_view what);
-
-// The p50 of a point's ceiling: `measured` holds the op's Measured first and, when the point measured its
-// ceiling, the CeilingMeasurement's second; nullopt without it.
-std::optional<double> ceiling_p50(std::span<const Measured> measured);
 
 // Shared-memory copy of a matrix (see the top of this header). The matrix comes from `make_matrix`, called on
 // the first prepare (after the row's own measurement, so an op that learns its bytes while it runs, like the

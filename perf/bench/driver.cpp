@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include "impls/runtime/mpi_runtime.hpp"
+#include "impls/transport/registry.hpp"
 #include "perf/bench/oversubscription.hpp"
+#include "reference/common/version.hpp"
 
 namespace eps::bench {
 
@@ -15,6 +17,12 @@ namespace eps::bench {
 void register_builtin_bench_ops(BenchOpRegistry& registry);
 
 Status Measurement::sync(const Deadline& deadline) { return mpi::barrier(MPI_COMM_WORLD, deadline); }
+
+double percentile_us(const Measured& measured, double p) {
+  std::vector<double> sorted = measured.times_us;
+  std::sort(sorted.begin(), sorted.end());
+  return sorted.empty() ? 0.0 : nearest_rank_percentile(sorted, p);
+}
 
 void BenchOpRegistry::add(BenchOp op) {
   if (find(op.name) != nullptr)
@@ -99,6 +107,15 @@ std::vector<std::string> own_params(const BenchOp& op) {
   return own;
 }
 
+// The flags the header echoes: those `op` reads, less -n and -w when its measurements fix their iterations.
+std::vector<std::string> echoed_params(const BenchOp& op) {
+  std::vector<std::string> echoed = own_params(op);
+  if (op.fixed_iterations) {
+    std::erase_if(echoed, [](const std::string& name) { return name == "iters" || name == "warmup"; });
+  }
+  return echoed;
+}
+
 // A flag of another op given on the command line is refused: it would silently do nothing here.
 Status refuse_foreign_flags(const Params& params, const BenchOp& op) {
   const std::vector<std::string> own = own_params(op);
@@ -160,7 +177,8 @@ class Driver {
     const std::vector<std::string> own = own_params(op);
     Json op_config = params_.to_json(own);
     op_config["op"] = request_.op;
-    const BenchContext context{params_, request_.op, params_.header_block(own)};
+    params_block_ = params_.header_block(echoed_params(op));
+    const BenchContext context{params_, request_.op};
     const Status flags = refuse_foreign_flags(params_, op);
     Result<std::vector<SeriesPlan>> plans =
         flags.ok() ? op.plan(context, op_config) : Result<std::vector<SeriesPlan>>(flags);
@@ -219,32 +237,52 @@ class Driver {
       return true;
     }
     if (!series.ok()) mpi::fatal(series.status());
-    print((*series)->header());
+    const SeriesInfo info = (*series)->info();
+    print(header(info));
     const bool oversubscribed = find_oversubscription(census_, plan.helper_threads).has_value();
     bool passed = true;
     for (int index = 0; index < (*series)->num_points(); ++index)
-      passed = run_point(**series, index, oversubscribed) && passed;
+      passed = run_point(**series, info, index, oversubscribed) && passed;
     return passed;
   }
 
-  bool run_point(BenchSeries& series, int index, bool oversubscribed) {
+  std::string header(const SeriesInfo& info) const {
+    std::string out =
+        fmt::format("# epsuite bench {} (epsuite {}, git {}) on {} ranks{}\n", request_.op, kSuiteVersion,
+                    kGitSha, mpi::size(), info.nodes > 0 ? fmt::format(", {} node(s)", info.nodes) : "");
+    for (const auto& [key, text] : info.echo) out += fmt::format("#  {:<16} {}\n", key, text);
+    return table_header(out + params_block_ + info.trailer, info.table);
+  }
+
+  bool run_point(BenchSeries& series, const SeriesInfo& info, int index, bool oversubscribed) {
     Result<std::unique_ptr<BenchPoint>> point = series.make_point(index);
     if (!point.ok()) mpi::fatal(point.status());
     std::vector<Measured> measured;
-    for (Measurement* m : (*point)->measurements()) {
+    std::vector<Measurement*> measurements = (*point)->measurements();
+    MachineCeiling* ceiling = (*point)->ceiling();
+    if (ceiling != nullptr) measurements.push_back(ceiling);
+    for (Measurement* m : measurements) {
       Result<Measured> one = measure(*m, loop_);
       if (!one.ok()) mpi::fatal(one.status());
       measured.push_back(std::move(one).value());
     }
-    print((*point)->row(measured));
+    const std::span<const Measured> op_measured(measured.data(), measured.size() - (ceiling ? 1 : 0));
+    const std::optional<Ceiling> point_ceiling =
+        ceiling ? std::optional<Ceiling>(Ceiling{percentile_us(measured.back(), 50), ceiling->kind()})
+                : std::nullopt;
+    const PointReport report = (*point)->report(op_measured);
+    std::vector<CaseResult> cases;
+    for (const CaseParts& parts : report.cases) {
+      cases.push_back(complete_case(info.base, parts, op_measured, point_ceiling, oversubscribed));
+    }
+    print(info.table.row(row_cells(info.table, report.cells, op_measured, point_ceiling, cases)));
     bool passed = true;
     for (const Measured& m : measured) {
       if (!m.check || m.check->passed) continue;
       passed = false;
       print(fmt::format("# first mismatch: {}\n", m.check->first_mismatch.value_or("")));
     }
-    for (CaseResult& c : (*point)->cases(measured)) {
-      c.oversubscribed = oversubscribed;
+    for (const CaseResult& c : cases) {
       outcome_.cases.push_back(c);
       const Status written = writer_ ? writer_->add_case(c) : Status();
       if (!written.ok()) mpi::fatal(written);
@@ -252,9 +290,72 @@ class Driver {
     return passed;
   }
 
+  // The cells of a row: the op's in order, the driver's from the first measurement, the first case's bytes
+  // and the ceiling.
+  static std::vector<Cell> row_cells(const TableLayout& table, const std::vector<Cell>& op_cells,
+                                     std::span<const Measured> measured,
+                                     const std::optional<Ceiling>& ceiling,
+                                     const std::vector<CaseResult>& cases) {
+    std::vector<Cell> cells;
+    std::size_t next = 0;
+    const double p50 = measured.empty() ? 0.0 : percentile_us(measured.front(), 50);
+    const double bytes = cases.empty() ? 0.0 : cases.front().algo_bytes;
+    for (const Column& column : table.columns) {
+      switch (column.source) {
+        case CellSource::kOp:
+          cells.push_back(next < op_cells.size() ? op_cells[next++] : Cell());
+          break;
+        case CellSource::kCeilingUs:
+          cells.push_back(ceiling ? Cell(ceiling->us) : Cell());
+          break;
+        case CellSource::kCeilingGbps:
+          cells.push_back(ceiling ? Cell(bandwidth_gbps(bytes, ceiling->us)) : Cell());
+          break;
+        case CellSource::kCeilingRatio:
+          cells.push_back(ceiling ? Cell(ceiling_ratio(ceiling->us, p50)) : Cell());
+          break;
+        case CellSource::kSlowestRank:
+          cells.push_back(std::int64_t{measured.empty() ? 0 : measured.front().slowest_rank});
+          break;
+        case CellSource::kWrong:
+          cells.push_back(wrong_cell(measured));
+          break;
+      }
+    }
+    return cells;
+  }
+
+  // The mismatches of every measurement of the point, N/A without -c.
+  static Cell wrong_cell(std::span<const Measured> measured) {
+    if (measured.empty() || !measured.front().check) return Cell();
+    std::int64_t wrong = 0;
+    for (const Measured& m : measured) wrong += m.check ? m.check->mismatches : 0;
+    return wrong;
+  }
+
+  static CaseResult complete_case(const CaseResult& base, const CaseParts& parts,
+                                  std::span<const Measured> measured, const std::optional<Ceiling>& ceiling,
+                                  bool oversubscribed) {
+    CaseResult c = base;
+    if (!parts.mode.empty()) c.mode = parts.mode;
+    c.sizes.insert(c.sizes.end(), parts.sizes.begin(), parts.sizes.end());
+    for (const auto& [name, value] : parts.identity) c.identity[name] = value;
+    const Measured& m = measured[parts.measured];
+    c.times_us = m.times_us;
+    c.slowest_rank = m.slowest_rank;
+    c.check = m.check;
+    c.algo_bytes = parts.algo_bytes;
+    c.physical_bytes = parts.physical_bytes;
+    c.extra = parts.extra;
+    c.ceiling = ceiling;
+    c.oversubscribed = oversubscribed;
+    return c;
+  }
+
   const Params& params_;
   const BenchRequest& request_;
   Loop loop_;
+  std::string params_block_;  // '#' lines of the flags the op reads
   std::optional<ResultsWriter> writer_;
   BenchOutcome outcome_;
   CpuCensus census_;
@@ -301,6 +402,31 @@ Result<CheckOutcome> agree_check_outcome(const Mismatches& local, const Deadline
   }
   outcome.passed = outcome.mismatches == 0;
   return outcome;
+}
+
+CaseResult transport_series_case(std::string op, const transport::Transport& transport,
+                                 const device::Device& device, std::uint64_t seed, std::string_view preset) {
+  CaseResult c;
+  c.op = std::move(op);
+  c.transport = std::string(transport.name());
+  c.identity = transport.identity();
+  c.identity["device"] = device.properties().backend;
+  c.identity["staging"] = std::string(transport.staging());
+  c.identity["seed"] = std::to_string(seed);
+  c.identity["preset"] = std::string(preset);
+  return c;
+}
+
+std::vector<std::pair<std::string, std::string>> transport_echo(const transport::Transport& transport,
+                                                                const device::Device& device,
+                                                                std::string_view device_note) {
+  std::vector<std::pair<std::string, std::string>> echo = {
+      {"transport", fmt::format("{}: {}", transport.name(),
+                                transport::transport_registry().find(transport.name())->summary)}};
+  if (transport.describe() != transport.name()) echo.emplace_back("path", transport.describe());
+  echo.emplace_back("device",
+                    fmt::format("{}, staging {}{}", device.describe(), transport.staging(), device_note));
+  return echo;
 }
 
 BenchOutcome run_bench(const Params& params, const BenchRequest& request) {

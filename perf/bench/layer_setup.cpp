@@ -8,7 +8,8 @@
 #include "impls/problem/device_mirror.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 #include "impls/transport/registry.hpp"
-#include "perf/results/results.hpp"
+#include "perf/bench/driver.hpp"
+#include "results/document.hpp"
 
 namespace eps::bench {
 
@@ -60,45 +61,34 @@ Result<std::shared_ptr<device::Device>> open_bench_device(const Params& params, 
   return std::shared_ptr<device::Device>(std::move(device));
 }
 
-std::string stack_header_lines(const transport::Transport& transport, const device::Device& device,
-                               const layer::LayerSpec& s, std::string_view router,
-                               std::string_view schedule) {
-  std::string out = fmt::format("#  {:<16} {}: {}\n", "transport", transport.name(),
-                                transport::transport_registry().find(transport.name())->summary);
-  if (transport.describe() != transport.name())
-    out += fmt::format("#  {:<16} {}\n", "path", transport.describe());
-  out += fmt::format("#  {:<16} {}, staging {}\n", "device", device.describe(), transport.staging());
-  out += fmt::format(
-      "#  {:<16} {} layers, H {}, F {}, E {}, shared {} x F {}, router {}, schedule {}, S {}\n", "layer",
-      s.num_layers, s.hidden, s.ffn, s.num_experts, s.num_shared, s.shared_ffn, router, schedule, s.seq_len);
-  out += fmt::format("#  {:<16} {} dispatch, {} combine, {} payloads, top-k {}, seed {}\n", "contract",
-                     transport::layout_name(s.layout), combine_tree_name(layer::layer_tree(s.layout)),
-                     transport::dtype_name(s.dtype), layer::slot_width(s), s.seed);
-  return out;
-}
-
-CaseResult stack_case(std::string op, const transport::Transport& transport, const device::Device& device,
-                      const layer::LayerSpec& spec, const ResolvedPreset& resolved) {
-  CaseResult c;
-  c.op = std::move(op);
-  c.transport = std::string(transport.name());
-  c.mode = fmt::format("{}/{}", transport::layout_name(spec.layout),
-                       combine_tree_name(layer::layer_tree(spec.layout)));
-  c.dtype = std::string(transport::dtype_name(spec.dtype));
-  c.sizes = {{"tokens", spec.rank_tokens.front()},
-             {"ranks", spec.num_ranks()},
-             {"hidden", spec.hidden},
-             {"ffn", spec.ffn},
-             {"experts", spec.num_experts},
-             {"top_k", layer::slot_width(spec)},
-             {"shared", spec.num_shared},
-             {"layers", spec.num_layers}};
-  c.identity = transport.identity();
-  c.identity["device"] = device.properties().backend;
-  c.identity["staging"] = std::string(transport.staging());
-  c.identity["seed"] = std::to_string(spec.seed);
-  c.identity["preset"] = std::string(resolved.preset->name);
-  return c;
+SeriesInfo stack_series(const transport::Transport& transport, const device::Device& device,
+                        const layer::LayerSpec& s, const ResolvedPreset& resolved, std::string_view router,
+                        std::string_view schedule, std::string op) {
+  SeriesInfo info;
+  info.nodes = resolved.nodes;
+  info.echo = transport_echo(transport, device);
+  info.echo.emplace_back(
+      "layer",
+      fmt::format("{} layers, H {}, F {}, E {}, shared {} x F {}, router {}, schedule {}, S {}", s.num_layers,
+                  s.hidden, s.ffn, s.num_experts, s.num_shared, s.shared_ffn, router, schedule, s.seq_len));
+  info.echo.emplace_back(
+      "contract",
+      fmt::format("{} dispatch, {} combine, {} payloads, top-k {}, seed {}", transport::layout_name(s.layout),
+                  combine_tree_name(layer::layer_tree(s.layout)), transport::dtype_name(s.dtype),
+                  layer::slot_width(s), s.seed));
+  info.trailer = preset_header_block(resolved);
+  info.base = transport_series_case(std::move(op), transport, device, s.seed, resolved.preset->name);
+  info.base.mode =
+      fmt::format("{}/{}", transport::layout_name(s.layout), combine_tree_name(layer::layer_tree(s.layout)));
+  info.base.dtype = std::string(transport::dtype_name(s.dtype));
+  info.base.sizes = {{"ranks", mpi::size()},
+                     {"hidden", s.hidden},
+                     {"ffn", s.ffn},
+                     {"experts", s.num_experts},
+                     {"top_k", layer::slot_width(s)},
+                     {"shared", s.num_shared},
+                     {"layers", s.num_layers}};
+  return info;
 }
 
 ParamSpec layers_param_spec() {

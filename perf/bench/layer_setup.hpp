@@ -1,5 +1,5 @@
 // What the layer-stack ops (op_layer.cpp, op_eplb.cpp) share: the preset's stack as a LayerSpec, its router,
-// the device, the '#' lines that describe a stack on a transport, and small helpers of their settle().
+// the device, the header and base case of a stack on a transport, and small helpers of their settle().
 #pragma once
 
 #include <cstdint>
@@ -13,10 +13,11 @@
 #include "impls/runtime/deadline.hpp"
 #include "impls/runtime/params.hpp"
 #include "impls/transport/transport.hpp"
+#include "perf/bench/bench_op.hpp"
 #include "perf/bench/presets.hpp"
-#include "perf/results/results.hpp"
 #include "reference/common/status.hpp"
 #include "reference/routing/router.hpp"
+#include "results/document.hpp"
 
 namespace eps::bench {
 
@@ -34,18 +35,14 @@ layer::LayerSpec preset_stack(const ResolvedPreset& resolved, std::uint64_t seed
 // The device of --device for this rank (a GPU per node-local rank). Collective.
 Result<std::shared_ptr<device::Device>> open_bench_device(const Params& params, double timeout_seconds);
 
-// '#' lines naming the transport (and its path when it differs), the device and staging, the stack's shapes
-// and its contract (layout, tree, dtype, top-k, seed).
-std::string stack_header_lines(const transport::Transport& transport, const device::Device& device,
-                               const layer::LayerSpec& spec, std::string_view router,
-                               std::string_view schedule);
-
-// A results case of `op` for the stack `spec` on `transport` (docs/results.md 9.1): op, transport, mode
-// "<layout>/<tree>", dtype, sizes {tokens (of rank 0), ranks, hidden, ffn, experts, top_k, shared, layers}
-// and identity = the transport's + device, staging, seed, preset. The op adds its own sizes, identity and
-// fields.
-CaseResult stack_case(std::string op, const transport::Transport& transport, const device::Device& device,
-                      const layer::LayerSpec& spec, const ResolvedPreset& resolved);
+// The SeriesInfo of the stack `spec` on `transport` (docs/results.md 9.1): the node count, the echo of the
+// transport (transport_echo), "layer" (layers, H, F, E, shared experts, router, schedule, S) and "contract"
+// (layout, tree, dtype, top-k, seed), the preset's block as trailer, and the base case of `op`: mode
+// "<layout>/<tree>", dtype, sizes {ranks, hidden, ffn, experts, top_k, shared, layers} and the identity of
+// transport_series_case. The op adds its echo, table, sizes (tokens first) and identity.
+SeriesInfo stack_series(const transport::Transport& transport, const device::Device& device,
+                        const layer::LayerSpec& spec, const ResolvedPreset& resolved, std::string_view router,
+                        std::string_view schedule, std::string op);
 
 // --layers: MoE layers in the stack, 0 = the preset's.
 ParamSpec layers_param_spec();

@@ -25,25 +25,16 @@
 #include "impls/fabric/fabric_registry.hpp"
 #include "impls/fabric/fabric_selection.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
+#include "perf/bench/bench_flags.hpp"
 #include "perf/bench/bench_op.hpp"
 #include "perf/bench/fabric_engine.hpp"
 #include "perf/bench/table.hpp"
 #include "perf/bench/timer.hpp"
-#include "reference/common/version.hpp"
 
 namespace eps::bench {
 namespace {
 
 using namespace bench_fabric;  // NOLINT: this file is the op of that machinery
-
-struct FabricPlan {
-  fabric::FabricSelection selection;
-  std::vector<std::int64_t> sizes;
-  int window = 0;
-  std::uint64_t seed = 0;
-  double timeout = kDefaultTimeoutSeconds;
-  std::size_t region_bytes = 0;  // per region: max over sizes of slots * size
-};
 
 // Fabric and regions of the whole series.
 struct FabricState {
@@ -167,63 +158,40 @@ class FabricPoint final : public BenchPoint {
         std::make_unique<PutBandwidth>(state, plan, bytes, window_bytes, put_source(rank, mpi::size()));
     latency_ = std::make_unique<PutLatency>(state, plan, bytes, bytes, ping_partner(rank, mpi::size()));
     copy_ = std::make_unique<Copy>(state, plan, bytes, window_bytes, state.copy.source_world_rank());
-    name_ = state.fabric->name();
-    fabric_name_ = fabric::undecorated_name(*state.fabric);
   }
 
   std::vector<Measurement*> measurements() override {
     return {bandwidth_.get(), latency_.get(), copy_.get()};
   }
 
-  std::string row(std::span<const Measured> m) const override {
-    FabricRow row;
-    row.size = static_cast<std::int64_t>(bytes_);
-    row.bytes = static_cast<std::int64_t>(bytes_) * plan_.window;
-    row.put_p50_us = percentile(m[0].times_us, 50);
-    row.put_gbps = bandwidth_gbps(static_cast<double>(row.bytes), row.put_p50_us);
-    row.lat_p50_us = percentile(m[1].times_us, 50);
-    row.lat_p99_us = percentile(m[1].times_us, 99);
-    row.copy_p50_us = percentile(m[2].times_us, 50);
-    row.copy_gbps = bandwidth_gbps(static_cast<double>(row.bytes), row.copy_p50_us);
-    row.slowest_rank = m[0].slowest_rank;
-    if (m[0].check) row.wrong = m[0].check->mismatches + m[1].check->mismatches + m[2].check->mismatches;
-    return fabric_table_row(row);
-  }
-
-  std::vector<CaseResult> cases(std::span<const Measured> m) const override {
-    return {one_case("put-bw", plan_.window, m[0]), one_case("put-latency", 1, m[1]),
-            one_case("copy", plan_.window, m[2])};
+  // Columns size, bytes, put p50 and GB/s, latency p50 and p99, copy p50 and GB/s, put/copy (fabric_table);
+  // three cases: put-bw, put-latency and copy.
+  PointReport report(std::span<const Measured> m) const override {
+    const auto size = static_cast<std::int64_t>(bytes_);
+    const std::int64_t bytes = size * plan_.window;
+    const double put_us = percentile_us(m[0], 50);
+    const double put_gbps = bandwidth_gbps(static_cast<double>(bytes), put_us);
+    const double copy_us = percentile_us(m[2], 50);
+    const double copy_gbps = bandwidth_gbps(static_cast<double>(bytes), copy_us);
+    return {{size, bytes, put_us, put_gbps, percentile_us(m[1], 50), percentile_us(m[1], 99), copy_us,
+             copy_gbps, put_copy_ratio(put_gbps, copy_gbps)},
+            {parts(0, "put-bw", plan_.window), parts(1, "put-latency", 1), parts(2, "copy", plan_.window)}};
   }
 
  private:
-  static double percentile(std::vector<double> times, double p) {
-    std::sort(times.begin(), times.end());
-    return nearest_rank_percentile(times, p);
-  }
-
-  CaseResult one_case(const std::string& mode, int window, const Measured& m) const {
+  CaseParts parts(std::size_t measured, std::string mode, int window) const {
     const bool to_self = put_peer(mpi::rank(), mpi::size()) == mpi::rank();
-    CaseResult c;
-    c.op = "fabric";
-    c.transport = name_;
-    c.mode = mode;
-    c.dtype = "bytes";
-    c.sizes = {{"bytes", static_cast<std::int64_t>(bytes_)}, {"window", window}, {"ranks", mpi::size()}};
-    c.identity = {{"fabric", fabric_name_},
-                  {"chaos", plan_.selection.chaos.empty() ? "off" : plan_.selection.chaos},
-                  {"seed", std::to_string(plan_.seed)}};
-    c.times_us = m.times_us;
+    CaseParts c;
+    c.measured = measured;
+    c.mode = std::move(mode);
+    c.sizes = {{"bytes", static_cast<std::int64_t>(bytes_)}, {"window", window}};
     c.algo_bytes = static_cast<double>(bytes_) * window;
     c.physical_bytes = to_self ? 0.0 : c.algo_bytes;
-    c.slowest_rank = m.slowest_rank;
-    c.check = m.check;
     return c;
   }
 
   const FabricPlan& plan_;
   std::size_t bytes_;
-  std::string name_;
-  std::string fabric_name_;  // without the chaos decorator: the "fabric" identity
   std::unique_ptr<FabricMeasurement> bandwidth_, latency_, copy_;
 };
 
@@ -243,8 +211,7 @@ std::string pairing_text() {
 
 class FabricSeries final : public BenchSeries {
  public:
-  FabricSeries(std::shared_ptr<const FabricPlan> plan, std::string params_block)
-      : plan_(std::move(plan)), params_block_(std::move(params_block)) {}
+  explicit FabricSeries(std::shared_ptr<const FabricPlan> plan) : plan_(std::move(plan)) {}
 
   // Collective: the fabric, its two regions and the copy segments.
   Status start() {
@@ -269,27 +236,33 @@ class FabricSeries final : public BenchSeries {
     if (!done.ok()) mpi::fatal(done);
   }
 
-  std::string header() const override {
+  SeriesInfo info() const override {
     const fabric::Fabric& f = *state_.fabric;
-    std::string out = fmt::format("# epsuite bench fabric (epsuite {}, git {}) on {} ranks\n", kSuiteVersion,
-                                  kGitSha, mpi::size());
-    out += fmt::format("#  {:<16} {}: {}\n", "fabric", f.name(), f.describe());
-    out += fmt::format("#  {:<16} {}\n", "pairs", pairing_text());
-    out += fmt::format(
-        "#  {:<16} a window of {} puts of SIZE bytes back to back, the last with an immediate; "
-        "done at every local completion and the peer's immediate; GB/s = window * SIZE / p50\n",
-        "put", plan_->window);
-    out += fmt::format("#  {:<16} ping-pong of one put with an immediate each way; half the round trip\n",
-                       "lat");
-    out += fmt::format(
-        "#  {:<16} memcpy of the same window into the peer's MPI_Win_allocate_shared segment + a "
-        "release flag (the host's limit); put/copy = put GB/s / copy GB/s\n",
-        "copy");
-    out += fmt::format(
-        "#  {:<16} MPI_Wtime per rank; barrier before each iteration (the fabric's for puts, MPI "
-        "for copy); time = max over ranks\n",
-        "timer");
-    return fabric_table_header(out + params_block_);
+    SeriesInfo info;
+    info.echo = {
+        {"fabric", fmt::format("{}: {}", f.name(), f.describe())},
+        {"pairs", pairing_text()},
+        {"put", fmt::format("a window of {} puts of SIZE bytes back to back, the last with an immediate; "
+                            "done at every local completion and the peer's immediate; GB/s = window * "
+                            "SIZE / p50",
+                            plan_->window)},
+        {"lat", "ping-pong of one put with an immediate each way; half the round trip"},
+        {"copy",
+         "memcpy of the same window into the peer's MPI_Win_allocate_shared segment + a release "
+         "flag (the host's limit); put/copy = put GB/s / copy GB/s"},
+        {"timer",
+         "MPI_Wtime per rank; barrier before each iteration (the fabric's for puts, MPI for "
+         "copy); time = max over ranks"}};
+    info.table = fabric_table();
+    info.base.op = "fabric";
+    info.base.transport = f.name();
+    info.base.dtype = "bytes";
+    info.base.sizes = {{"ranks", mpi::size()}};
+    // The fabric without the chaos decorator: the "fabric" identity.
+    info.base.identity = {{"fabric", fabric::undecorated_name(f)},
+                          {"chaos", plan_->selection.chaos.empty() ? "off" : plan_->selection.chaos},
+                          {"seed", std::to_string(plan_->seed)}};
+    return info;
   }
   int num_points() const override { return static_cast<int>(plan_->sizes.size()); }
   Result<std::unique_ptr<BenchPoint>> make_point(int index) override {
@@ -299,58 +272,24 @@ class FabricSeries final : public BenchSeries {
 
  private:
   std::shared_ptr<const FabricPlan> plan_;
-  std::string params_block_;
   FabricState state_;
 };
 
-std::vector<ParamSpec> params() {
-  std::vector<ParamSpec> s;
-  for (std::string_view name : {"fabric", "chaos", "iface"}) s.push_back(param_spec(name));
-  s.push_back({.name = "sizes",
-               .kind = ParamKind::kSweep,
-               .default_text = "8:2097152:x4",
-               .help = "bench fabric: message sizes in bytes, a:b:xF, a:b:+S or a list",
-               .int_min = 1,
-               .int_max = static_cast<std::int64_t>(fabric::kMaxPutBytes)});
-  s.push_back({.name = "window",
-               .kind = ParamKind::kInteger,
-               .default_text = "64",
-               .help = "bench fabric: puts posted back to back per bandwidth iteration",
-               .int_min = 1,
-               .int_max = 65536});
-  return s;
-}
-
 Result<std::vector<SeriesPlan>> plan(const BenchContext& context, Json& config) {
-  const Params& p = context.params;
-  auto plan = std::make_shared<FabricPlan>();
-  plan->selection = fabric::fabric_selection_from(p);
-  plan->sizes = p.sweep("sizes").values;
-  plan->window = static_cast<int>(p.integer("window"));
-  plan->seed = static_cast<std::uint64_t>(p.integer("seed"));
-  plan->timeout = p.number("timeout");
-  if (plan->sizes.empty()) return invalid_argument("--sizes", "needs at least one message size");
-  EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->selection));
-  for (std::int64_t s : plan->sizes) {
-    const auto bytes = static_cast<std::size_t>(s);
-    plan->region_bytes = std::max(plan->region_bytes, window_slots(bytes, plan->window) * bytes);
-  }
-  config["region_bytes"] = plan->region_bytes;
-  config["timer"] = "MPI_Wtime";
-  const std::string block = context.params_block;
+  EPS_ASSIGN_OR_RETURN(std::shared_ptr<const FabricPlan> plan, make_fabric_plan(context, config));
   return std::vector<SeriesPlan>{{plan->selection.fabric,
-                                  [plan, block]() -> Result<std::unique_ptr<BenchSeries>> {
-                                    auto series = std::make_unique<FabricSeries>(plan, block);
+                                  [plan]() -> Result<std::unique_ptr<BenchSeries>> {
+                                    auto series = std::make_unique<FabricSeries>(plan);
                                     EPS_RETURN_IF_ERROR(series->start());
                                     return std::unique_ptr<BenchSeries>(std::move(series));
                                   },
-                                  p.source("fabric") != ParamSource::kDefault}};
+                                  context.params.source("fabric") != ParamSource::kDefault}};
 }
 
 }  // namespace
 }  // namespace eps::bench
 
 void eps_register_bench_op_fabric(eps::bench::BenchOpRegistry& registry) {
-  registry.add(
-      {"fabric", "raw puts of --fabric against a shared-memory copy", eps::bench::params, eps::bench::plan});
+  registry.add({"fabric", "raw puts of --fabric against a shared-memory copy", eps::bench::fabric_params,
+                eps::bench::plan});
 }

@@ -1,7 +1,8 @@
-// What the transport ops (op_dispatch.cpp, op_combine.cpp, op_roundtrip.cpp) share: their flags, the plan
-// (one series per selected transport, one point per swept token count T with every rank holding T tokens),
-// the table, the results cases, and `TransportWork`, the state an iteration works on. Each op file only says
-// what one iteration does (a Measurement) and which bytes it moves.
+// What the transport ops (op_dispatch.cpp, op_combine.cpp, op_roundtrip.cpp) share: the series (one per
+// selected transport, one point per swept token count T with every rank holding T tokens; their plan is
+// perf/bench/bench_flags.hpp's TransportPlan), the table's cells and the case parts, and `TransportWork`, the
+// state an iteration works on. Each op file only says what one iteration does (a Measurement) and which bytes
+// it moves.
 //
 // Inputs follow docs/numerics.md 2: routing from the seeded --workload generator, payloads from the seed.
 // Without -c every iteration sends the payload of iteration 0 (what is sent does not change the time); with
@@ -17,6 +18,7 @@
 // routing), so a row reads as a fraction of what the host allows.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +28,7 @@
 #include "impls/fabric/fabric_selection.hpp"
 #include "impls/problem/transport_problem.hpp"
 #include "impls/transport/transport.hpp"
+#include "perf/bench/bench_flags.hpp"
 #include "perf/bench/bench_op.hpp"
 #include "perf/bench/ceiling.hpp"
 #include "perf/bench/presets.hpp"
@@ -33,33 +36,6 @@
 #include "reference/dispatch/byte_accounting.hpp"
 
 namespace eps::bench {
-
-// The validated flags of a transport op.
-struct TransportPlan {
-  std::string op;
-  ResolvedPreset preset;
-  transport::Layout layout = transport::Layout::kHtRankMajor;
-  transport::CombineTree tree = transport::CombineTree::kHtRank;
-  dispatch::PayloadType dtype = dispatch::PayloadType::kBf16;
-  std::optional<Fp8ScaleMode> quantize;  // --quantize: bf16 rows quantized by the dispatch (fp8 only)
-  int hidden = 0;
-  int max_tokens = 0;
-  std::string workload;
-  std::uint64_t seed = 0;
-  double timeout = kDefaultTimeoutSeconds;
-  fabric::FabricSelection fabric;
-  // --device: the transports take its memory (docs/devices.md). The bench's buffers are host vectors, which
-  // are this device's memory when the host addresses it (`cpu`); for a GPU they are mirrored to the device
-  // around each call (problem/device_mirror.hpp), so the timings include those copies (the header says so).
-  std::shared_ptr<device::Device> device;
-  int ranks_per_gpu = 1;  // problem::ranks_per_gpu: > 1 means the GPU time-slices between ranks (header)
-  // The fewest CPUs any rank may run on (its affinity): the proxy transport's threads need their own
-  // (header).
-  int fewest_cpus = 1;
-  // The ceiling every point measures next to the op (perf/bench/ceiling.hpp choose_ceiling: "shm-copy",
-  // "fabric"), "" for none.
-  std::string ceiling;
-};
 
 // One point of one transport: the problem at T tokens per rank, the caller-owned buffers, the last handle.
 class TransportWork {
@@ -103,12 +79,16 @@ class TransportWork {
 
 using MeasurementFactory = std::unique_ptr<Measurement> (*)(TransportWork& work);
 
-// The flags of the transport ops: --transport, preset and shape flags, --workload, the fabric selection.
-std::vector<ParamSpec> transport_op_params();
-
 // Validates the flags and returns one series per selected transport; `make` builds an iteration's
 // measurement, `traffic` says which bytes it moves.
 Result<std::vector<SeriesPlan>> plan_transport_op(const BenchContext& context, Json& config,
                                                   MeasurementFactory make, TrafficOf traffic);
+
+// One series per transport of --transport, each made by `make` from the transport's name: named when the user
+// listed transports, with the proxy's helper threads of `fabric` (the layer op's series too).
+using TransportSeriesFactory = std::function<Result<std::unique_ptr<BenchSeries>>(const std::string& name)>;
+Result<std::vector<SeriesPlan>> one_series_per_transport(const Params& params,
+                                                         const fabric::FabricSelection& fabric,
+                                                         const TransportSeriesFactory& make);
 
 }  // namespace eps::bench

@@ -130,19 +130,19 @@ Result<std::vector<bf16>> expected_ll_combine(const DispatchPlan& plan, int rank
   });
 }
 
-CompareReport compare_combine(const DispatchPlan& plan, int rank, std::span<const bf16> expected,
-                              std::span<const bf16> actual) {
+MismatchReport compare_combine(const DispatchPlan& plan, int rank, std::span<const bf16> expected,
+                               std::span<const bf16> actual) {
   std::vector<SourceToken> sources;
   for (int t = 0; rank >= 0 && rank < plan.num_ranks() && t < plan.num_tokens(rank); ++t)
     sources.push_back({rank, t});
-  CompareReport report;
+  MismatchReport report;
   compare_rows<bf16>(report, "combined_x", rank, sources, expected, actual,
                      static_cast<std::size_t>(plan.hidden()));
   return report;
 }
 
-CompareReport compare_combined_weights(const DispatchPlan& plan, int rank, std::span<const float> actual) {
-  CompareReport report;
+MismatchReport compare_combined_weights(const DispatchPlan& plan, int rank, std::span<const float> actual) {
+  MismatchReport report;
   if (rank < 0 || rank >= plan.num_ranks()) {
     report.add(Mismatch{"combined_topk_weights", rank, -1, -1, -1, 0, 0, "rank out of range"});
     return report;

@@ -36,8 +36,8 @@
 
 #include "reference/common/status.hpp"
 #include "reference/dispatch/combine_tree.hpp"
-#include "reference/dispatch/compare.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
+#include "reference/dispatch/mismatch_report.hpp"
 #include "reference/dispatch/node_layout.hpp"
 #include "reference/numerics/bf16.hpp"
 
@@ -67,12 +67,12 @@ Result<std::vector<bf16>> expected_ll_combine(const DispatchPlan& plan, int rank
                                               const SlotOutputFn& slot_output);
 
 // Compares a combined output [T_rank, H] with the expected one; row t is reported as source (rank, t).
-CompareReport compare_combine(const DispatchPlan& plan, int rank, std::span<const bf16> expected,
-                              std::span<const bf16> actual);
+MismatchReport compare_combine(const DispatchPlan& plan, int rank, std::span<const bf16> expected,
+                               std::span<const bf16> actual);
 
 // Combined top-k weights [T_rank, K] (docs/dispatch.md 5.5: bit-equal to the input weights). Valid slots must
 // match the input bits; masked slots (topk_idx -1) are not compared, because DeepEP's HT combine returns 0.0
 // there (it sums +0.0 from every rank) whatever the caller's input held.
-CompareReport compare_combined_weights(const DispatchPlan& plan, int rank, std::span<const float> actual);
+MismatchReport compare_combined_weights(const DispatchPlan& plan, int rank, std::span<const float> actual);
 
 }  // namespace eps::dispatch

@@ -5,8 +5,8 @@
 #include <span>
 
 #include "reference/common/status.hpp"
-#include "reference/dispatch/compare.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
+#include "reference/dispatch/mismatch_report.hpp"
 #include "reference/dispatch/row_source.hpp"
 
 namespace eps::dispatch::detail {
@@ -41,7 +41,7 @@ inline std::size_t element_bytes(const DispatchPlan& plan) {
 
 // Compares received payload rows (bit patterns) and, for fp8, their scales, row by row against the expected
 // ones; every mismatch names rank q, the row's source and the column.
-inline void compare_payload_rows(CompareReport& report, const DispatchPlan& plan, int q,
+inline void compare_payload_rows(MismatchReport& report, const DispatchPlan& plan, int q,
                                  std::span<const SourceToken> sources, std::span<const std::byte> expected_x,
                                  std::span<const float> expected_scales, std::span<const std::byte> actual_x,
                                  std::span<const float> actual_scales) {

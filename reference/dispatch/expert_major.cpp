@@ -51,9 +51,9 @@ Result<ExpertMajorExpected> expected_expert_major(const DispatchPlan& plan, int 
   return expected;
 }
 
-CompareReport compare_expert_major(const DispatchPlan& plan, const ExpertMajorExpected& expected,
-                                   const ExpertMajorView& actual) {
-  CompareReport report;
+MismatchReport compare_expert_major(const DispatchPlan& plan, const ExpertMajorExpected& expected,
+                                    const ExpertMajorView& actual) {
+  MismatchReport report;
   const int q = expected.index.rank;
   const std::vector<SourceToken> sources = expected.index.sources();
   detail::compare_payload_rows(report, plan, q, sources, expected.recv_x, expected.recv_x_scales,

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "reference/common/status.hpp"
-#include "reference/dispatch/compare.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
+#include "reference/dispatch/mismatch_report.hpp"
 #include "reference/dispatch/row_source.hpp"
 
 namespace eps::dispatch {
@@ -57,7 +57,7 @@ struct ExpertMajorView {
 };
 
 // recv_x, recv_x_scales (fp8) and recv_weights bit-exactly, padding rows included.
-CompareReport compare_expert_major(const DispatchPlan& plan, const ExpertMajorExpected& expected,
-                                   const ExpertMajorView& actual);
+MismatchReport compare_expert_major(const DispatchPlan& plan, const ExpertMajorExpected& expected,
+                                    const ExpertMajorView& actual);
 
 }  // namespace eps::dispatch

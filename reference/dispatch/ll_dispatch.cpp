@@ -50,7 +50,7 @@ Status check_view(const DispatchPlan& plan, const LlView& v) {
 class ExpertChecker {
  public:
   ExpertChecker(const DispatchPlan& plan, int rank, int local, const RowSource& source, const LlView& actual,
-                LlOrder order, CompareReport& report)
+                LlOrder order, MismatchReport& report)
       : plan_(plan),
         rank_(rank),
         local_(local),
@@ -171,7 +171,7 @@ class ExpertChecker {
   const RowSource& source_;
   const LlView& actual_;
   LlOrder order_;
-  CompareReport& report_;
+  MismatchReport& report_;
   std::size_t capacity_ = 0;
   std::vector<int> owner_;  // source rank owning each row of [0, count), -1 = none yet
   std::vector<std::byte> row_;
@@ -230,13 +230,13 @@ Result<LlExpected> expected_ll(const DispatchPlan& plan, int rank, const RowSour
   return expected;
 }
 
-Result<CompareReport> check_ll_dispatch(const DispatchPlan& plan, int rank, const RowSource& source,
-                                        const LlView& actual, LlOrder order) {
+Result<MismatchReport> check_ll_dispatch(const DispatchPlan& plan, int rank, const RowSource& source,
+                                         const LlView& actual, LlOrder order) {
   EPS_RETURN_IF_ERROR(detail::check_rank(plan, rank));
   EPS_RETURN_IF_ERROR(check_view(plan, actual));
   const std::vector<std::vector<BlockRow>> blocks = expected_blocks(plan, rank);
   const auto num_ranks = static_cast<std::size_t>(plan.num_ranks());
-  CompareReport report;
+  MismatchReport report;
   for (int l = 0; l < plan.num_local_experts(); ++l) {
     ExpertChecker checker(plan, rank, l, source, actual, order, report);
     checker.run(std::span(blocks).subspan(static_cast<std::size_t>(l) * num_ranks, num_ranks));

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "reference/common/status.hpp"
-#include "reference/dispatch/compare.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
+#include "reference/dispatch/mismatch_report.hpp"
 #include "reference/dispatch/row_source.hpp"
 
 namespace eps::dispatch {
@@ -76,7 +76,7 @@ enum class LlOrder {
 // ordered mode a token out of place), "packed_recv_x" / "packed_recv_x_scales" (payload of a row whose
 // src_info names an expected token; src = (r, t), column = element). Errors (not mismatches): rank out of
 // range, a view span whose size differs from its shape.
-Result<CompareReport> check_ll_dispatch(const DispatchPlan& plan, int rank, const RowSource& source,
-                                        const LlView& actual, LlOrder order);
+Result<MismatchReport> check_ll_dispatch(const DispatchPlan& plan, int rank, const RowSource& source,
+                                         const LlView& actual, LlOrder order);
 
 }  // namespace eps::dispatch

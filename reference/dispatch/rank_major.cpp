@@ -39,9 +39,9 @@ Result<RankMajorExpected> expected_rank_major(const DispatchPlan& plan, int rank
   return expected;
 }
 
-CompareReport compare_rank_major(const DispatchPlan& plan, const RankMajorExpected& expected,
-                                 const RankMajorView& actual) {
-  CompareReport report;
+MismatchReport compare_rank_major(const DispatchPlan& plan, const RankMajorExpected& expected,
+                                  const RankMajorView& actual) {
+  MismatchReport report;
   const RankMajorIndex& index = expected.index;
   const int q = index.rank;
   const std::span<const SourceToken> sources(index.sources);

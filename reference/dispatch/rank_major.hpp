@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "reference/common/status.hpp"
-#include "reference/dispatch/compare.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
+#include "reference/dispatch/mismatch_report.hpp"
 #include "reference/dispatch/row_source.hpp"
 
 namespace eps::dispatch {
@@ -55,7 +55,7 @@ struct RankMajorView {
 };
 
 // Compares every array bit-exactly (compare.hpp). recv_x columns are elements (bf16 or fp8), not bytes.
-CompareReport compare_rank_major(const DispatchPlan& plan, const RankMajorExpected& expected,
-                                 const RankMajorView& actual);
+MismatchReport compare_rank_major(const DispatchPlan& plan, const RankMajorExpected& expected,
+                                  const RankMajorView& actual);
 
 }  // namespace eps::dispatch

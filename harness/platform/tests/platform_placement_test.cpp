@@ -46,10 +46,11 @@ device::DeviceBackend described_backend(std::string name, int count) {
   return b;
 }
 
-// A `cpu` backend that the GPU probe must not count.
+// A host backend (`cpu`, registered as such) that the GPU probe must not count.
 device::DeviceBackend cpu_backend_not_to_count() {
   device::DeviceBackend b;
   b.name = "cpu";
+  b.host = true;
   b.count = []() -> Result<int> {
     ADD_FAILURE() << "probe_gpus counted the cpu backend";
     return 1;

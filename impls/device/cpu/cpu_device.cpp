@@ -6,15 +6,23 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <string>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "impls/device/cpu/cpu_memory.hpp"
+#include "impls/device/cpu/cpu_queue.hpp"
 #include "impls/device/kernels/kernel_bodies.hpp"
+#include "impls/device/kernels/kernel_pointers.hpp"
 
 namespace eps::device {
 namespace {
+
+using cpu::CpuEvent;
+using cpu::CpuMemory;
+using cpu::CpuQueue;
 
 // One kernel over [begin, end) of its index space.
 using RangeFunction = void (*)(const void* args, std::int64_t begin, std::int64_t end);
@@ -54,13 +62,15 @@ EPS_DEVICE_KERNELS(EPS_CPU_RANGES)
 struct KernelEntry {
   std::size_t args_bytes;
   std::int64_t (*extent)(const void* args);
-  RangeFunction range[3];  // by CpuIsa
+  RangeFunction range[3];                 // by CpuIsa
+  std::span<const std::size_t> pointers;  // offsets of the pointer fields (kernel_pointers.hpp)
 };
 
 #define EPS_CPU_ENTRY(camel, snake, Args)                                                 \
   KernelEntry{sizeof(Args),                                                               \
               [](const void* a) { return snake##_extent(*static_cast<const Args*>(a)); }, \
-              {snake##_portable, snake##_avx2, snake##_avx512}},
+              {snake##_portable, snake##_avx2, snake##_avx512},                           \
+              PointerFields<Args>::offsets},
 const KernelEntry kKernels[] = {EPS_DEVICE_KERNELS(EPS_CPU_ENTRY)};
 #undef EPS_CPU_ENTRY
 static_assert(std::size(kKernels) == static_cast<std::size_t>(KernelId::kCount));
@@ -95,16 +105,27 @@ constexpr std::size_t kAlignment = 64;
 // Fewer indices than this per thread run on the calling thread alone: not worth a wake-up.
 constexpr std::int64_t kMinIndicesPerThread = 64;
 
-class CpuDevice final : public Device {
+// Host memory registered with a `cpu` device: its operations address host memory as it is.
+class HostRegistration final : public MappedMemory {
  public:
-  CpuDevice(int threads, CpuIsa isa, bool host_accessible, HmemInterface hmem)
-      : threads_(threads), isa_(isa), host_accessible_(host_accessible), hmem_(hmem) {
-    properties_.backend = "cpu";
+  HostRegistration(void* data, std::size_t bytes) : MappedMemory(data, bytes) {}
+};
+
+class CpuDevice final : public Device, private cpu::QueueHost {
+ public:
+  CpuDevice(const CpuDeviceOptions& options, CpuIsa isa, std::unique_ptr<CpuMemory> memory)
+      : threads_(options.threads),
+        isa_(isa),
+        host_accessible_(options.host_accessible && !options.isolated),
+        hmem_(options.system_hmem ? HmemInterface::kSystem : HmemInterface::kNone),
+        memory_(std::move(memory)),
+        default_queue_(std::make_unique<CpuQueue>(host(), 0)) {
+    properties_.backend = options.isolated ? "cpu-isolated" : "cpu";
     properties_.name = cpu_model();
     properties_.architecture = fmt::format("x86-64 {}", cpu_isa_name(isa));
-    properties_.memory_bytes =
-        static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    properties_.memory_bytes = memory_->capacity();
   }
+  ~CpuDevice() override { default_queue_.reset(); }
 
   const DeviceProperties& properties() const override { return properties_; }
   bool host_accessible() const override { return host_accessible_; }
@@ -115,37 +136,78 @@ class CpuDevice final : public Device {
       return invalid_argument("export_dma_buf", "needs a non-null range of at least 1 byte, got {} bytes",
                               bytes);
     }
-    return Status(
-        StatusCode::kUnavailable,
-        "cpu device: its memory is host memory, which has no dma-buf to export (fabrics register it "
-        "directly)");
+    return Status(StatusCode::kUnavailable,
+                  fmt::format("{} device: its memory is host memory, which has no dma-buf to export (fabrics "
+                              "register it directly)",
+                              properties_.backend));
   }
 
   Result<Buffer> allocate(std::size_t bytes, MemoryKind kind) override {
     if (bytes == 0)
       return invalid_argument("bytes", "must be at least 1 to allocate {} memory", memory_kind_name(kind));
+    if (kind == MemoryKind::kDevice) {
+      EPS_ASSIGN_OR_RETURN(void* data, memory_->allocate(bytes));
+      return Buffer(this, data, bytes, kind);
+    }
     void* data = std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
     if (data == nullptr) {
-      return Status(
-          StatusCode::kEnvironment,
-          fmt::format("cpu device: allocating {} bytes of {} memory failed", bytes, memory_kind_name(kind)));
+      return Status(StatusCode::kEnvironment,
+                    fmt::format("{} device: allocating {} bytes of {} memory failed", properties_.backend,
+                                bytes, memory_kind_name(kind)));
     }
     return Buffer(this, data, bytes, kind);
   }
 
-  Status copy(void* dst, const void* src, std::size_t bytes) override {
-    if (bytes > 0) std::memmove(dst, src, bytes);
-    return Status();
+  Queue& queue() override { return *default_queue_; }
+  Result<std::unique_ptr<Queue>> create_queue() override {
+    return std::unique_ptr<Queue>(std::make_unique<CpuQueue>(host(), ++queues_made_));
+  }
+  Result<std::unique_ptr<Event>> create_event() override {
+    return std::unique_ptr<Event>(std::make_unique<CpuEvent>(&host()));
+  }
+  Result<double> elapsed_seconds(Event& start, Event& end) override {
+    EPS_ASSIGN_OR_RETURN(const std::int64_t from, completed_time(start, "elapsed_seconds.start"));
+    EPS_ASSIGN_OR_RETURN(const std::int64_t to, completed_time(end, "elapsed_seconds.end"));
+    return static_cast<double>(to - from) * 1e-9;
   }
 
-  Status fill(void* dst, std::uint8_t value, std::size_t bytes) override {
-    if (bytes > 0) std::memset(dst, value, bytes);
-    return Status();
+  Result<IpcHandle> export_memory(const void* data, std::size_t bytes) override {
+    return memory_->export_memory(data, bytes);
+  }
+  Result<std::unique_ptr<MappedMemory>> import_memory(const IpcHandle& handle) override {
+    return memory_->import_memory(handle);
+  }
+  Result<std::unique_ptr<MappedMemory>> register_host_memory(void* data, std::size_t bytes) override {
+    if (data == nullptr || bytes == 0) {
+      return invalid_argument("register_host_memory",
+                              "needs a non-null range of at least 1 byte, got {} bytes", bytes);
+    }
+    if (memory_->is_device(data)) {
+      return invalid_argument("register_host_memory", "{} is device memory of this device, not host memory",
+                              data);
+    }
+    return std::unique_ptr<MappedMemory>(std::make_unique<HostRegistration>(data, bytes));
   }
 
-  Status synchronize() override { return Status(); }
+ protected:
+  void release(void* data, MemoryKind kind) noexcept override {
+    if (kind == MemoryKind::kDevice) {
+      memory_->release(data);
+    } else {
+      std::free(data);
+    }
+  }
 
-  Status launch(KernelId id, const void* args, std::size_t args_bytes) override {
+ private:
+  cpu::QueueHost& host() { return *this; }
+  // cpu::QueueHost
+  const CpuMemory& memory() const override { return *memory_; }
+  const std::string& backend_name() const override { return properties_.backend; }
+  double wait_seconds() const override { return timeout_seconds(); }
+  void add_copies(const CopyLedger& entry) override { record_copies(entry); }
+
+  Status prepare_kernel(KernelId id, const void* args, std::size_t args_bytes,
+                        std::byte* out) const override {
     const auto index = static_cast<std::size_t>(id);
     if (index >= std::size(kKernels)) return invalid_argument("kernel", "no kernel with id {}", index);
     const KernelEntry& kernel = kKernels[index];
@@ -153,12 +215,28 @@ class CpuDevice final : public Device {
       return invalid_argument("kernel args", "{} takes {} bytes of arguments, got {}", kernel_name(id),
                               kernel.args_bytes, args_bytes);
     }
+    std::memcpy(out, args, args_bytes);
+    if (!memory_->isolated()) return Status();  // the private view is the public one
+    for (const std::size_t offset : kernel.pointers) {
+      void* pointer = nullptr;
+      std::memcpy(&pointer, out + offset, sizeof pointer);
+      if (pointer == nullptr) continue;
+      EPS_ASSIGN_OR_RETURN(
+          pointer,
+          memory_->translate(pointer, 0, fmt::format("{} argument at offset {}", kernel_name(id), offset)));
+      std::memcpy(out + offset, &pointer, sizeof pointer);
+    }
+    return Status();
+  }
+
+  void run_kernel(KernelId id, const void* args) override {
+    const KernelEntry& kernel = kKernels[static_cast<std::size_t>(id)];
     const std::int64_t extent = kernel.extent(args);
     const RangeFunction run = kernel.range[static_cast<int>(isa_)];
     const std::int64_t threads = std::min<std::int64_t>(threads_, extent / kMinIndicesPerThread);
     if (threads <= 1) {
       run(args, 0, extent);
-      return Status();
+      return;
     }
     std::vector<std::jthread> workers;
     const std::int64_t per_thread = (extent + threads - 1) / threads;
@@ -166,18 +244,29 @@ class CpuDevice final : public Device {
       workers.emplace_back([=] { run(args, t * per_thread, std::min(extent, (t + 1) * per_thread)); });
     }
     run(args, 0, std::min(extent, per_thread));
-    return Status();
   }
 
- protected:
-  void release(void* data, MemoryKind) noexcept override { std::free(data); }
+  // The steady-clock time of a done event of this device.
+  Result<std::int64_t> completed_time(Event& event, std::string_view field) {
+    auto* cpu_event = dynamic_cast<CpuEvent*>(&event);
+    if (cpu_event == nullptr || cpu_event->state()->owner != &host()) {
+      return invalid_argument(field, "the event was not made by this {} device", properties_.backend);
+    }
+    EPS_ASSIGN_OR_RETURN(const bool done, cpu_event->done());
+    if (!done || cpu_event->state()->recorded.load() == 0) {
+      return invalid_argument(field, "the event is not recorded and done (wait for it first)");
+    }
+    return cpu_event->state()->time_ns.load(std::memory_order_relaxed);
+  }
 
- private:
   int threads_;
   CpuIsa isa_;
   bool host_accessible_;
   HmemInterface hmem_;
   DeviceProperties properties_;
+  std::unique_ptr<CpuMemory> memory_;  // before the queues, which run on it
+  std::unique_ptr<CpuQueue> default_queue_;
+  std::atomic<int> queues_made_{0};
 };
 
 }  // namespace
@@ -209,9 +298,10 @@ Result<std::unique_ptr<Device>> make_cpu_device(const CpuDeviceOptions& options)
   for (CpuIsa candidate : available_cpu_isas()) {
     if (static_cast<int>(candidate) <= static_cast<int>(options.isa)) isa = candidate;
   }
-  return std::unique_ptr<Device>(
-      std::make_unique<CpuDevice>(options.threads, isa, options.host_accessible,
-                                  options.system_hmem ? HmemInterface::kSystem : HmemInterface::kNone));
+  const auto memory_bytes =
+      static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  EPS_ASSIGN_OR_RETURN(std::unique_ptr<CpuMemory> memory, CpuMemory::create(memory_bytes, options.isolated));
+  return std::unique_ptr<Device>(std::make_unique<CpuDevice>(options, isa, std::move(memory)));
 }
 
 }  // namespace eps::device

@@ -1,63 +1,25 @@
-/* The ABI between epsuite and its GPU device plugins (docs/devices.md), in the manner of NCCL's net
- * plugins: one C struct of function pointers, versioned, returned by one exported symbol.
+/* The ABI between epsuite and its GPU device plugins (docs/devices.md 12.8), in the manner of NCCL's net
+ * plugins: one C struct of function pointers per version, each in a header of its own, returned by one
+ * exported symbol per version.
  *
  * A plugin is a shared library, libeps_device_<backend>.so ("cuda", "hip"), built from the one source
  * gpu_plugin.cu against its vendor runtime. epsuite never links a GPU runtime: it dlopens the plugin when a
  * device is asked for, so one binary runs on machines with or without a GPU (a plugin that cannot load, or
  * finds no GPU, makes that backend unavailable with the loader's or the runtime's message).
  *
- * Conventions: every function returns 0 on success; on failure a non-zero value and a message is left for
- * last_error() of the calling thread ("cudaMalloc of 1073741824 bytes: out of memory"). `kind` is 0 for
- * pinned host memory and 1 for device memory (MemoryKind). `kernel` is a KernelId and `args` points to
- * that kernel's argument struct (impls/device/kernels/kernel_args.hpp) of `args_bytes` bytes; the plugin
- * checks the size. A context is one device with one in-order stream; copy, fill and synchronize wait for
- * the stream (device.hpp "Ordering"). */
+ * Versions (the loader, plugin_device.cpp, looks for the newest symbol first):
+ * - 3 (device_plugin_v3.h, "eps_device_plugin_v3"): queues, events, stream memory operations, IPC, host
+ *   registration, graphs, pointer kinds. What the plugins of this build export.
+ * - 2 (device_plugin_v2.h, "eps_device_plugin_v2", or "eps_device_plugin_v1" from plugins built before the
+ *   headers were split): the synchronous subset; the rest of the Device interface is `unavailable` there,
+ *   naming the plugin's version. */
 #ifndef EPS_DEVICE_PLUGIN_H_
 #define EPS_DEVICE_PLUGIN_H_
 
-#include <stddef.h>
-#include <stdint.h>
+#include "impls/device/gpu/device_plugin_v2.h"
+#include "impls/device/gpu/device_plugin_v3.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-#define EPS_DEVICE_PLUGIN_ABI_VERSION 2 /* 2: export_dma_buf */
-#define EPS_DEVICE_PLUGIN_SYMBOL "eps_device_plugin_v1"
-
-typedef struct eps_device_properties_v1 {
-  char name[256];
-  char architecture[64]; /* "sm_90", "gfx90a" */
-  char pci_bus_id[64];   /* "0000:1b:00.0" */
-  uint64_t memory_bytes;
-  int dma_buf_supported; /* the driver can export device memory as a dma-buf (verbs registration) */
-} eps_device_properties_v1;
-
-typedef struct eps_device_plugin_v1 {
-  int abi_version;     /* EPS_DEVICE_PLUGIN_ABI_VERSION */
-  const char* backend; /* "cuda", "hip" */
-  int kernel_count;    /* KernelId::kCount the plugin was built with */
-  int (*device_count)(int* count);
-  int (*properties)(int ordinal, eps_device_properties_v1* out);
-  int (*open)(int ordinal, void** context);
-  int (*close)(void* context);
-  int (*allocate)(void* context, size_t bytes, int kind, void** out);
-  int (*release)(void* context, void* data, int kind);
-  int (*copy)(void* context, void* dst, const void* src, size_t bytes);
-  int (*fill)(void* context, void* dst, int value, size_t bytes);
-  int (*synchronize)(void* context);
-  int (*launch)(void* context, int kernel, const void* args, size_t args_bytes);
-  const char* (*last_error)(void);
-  /* Exports [data, data + bytes) of device memory as a dma-buf: *fd (owned by the caller) and *offset, where
-   * the range starts in it. Fails where the driver has no export (the message says so). */
-  int (*export_dma_buf)(void* context, const void* data, size_t bytes, int* fd, uint64_t* offset);
-} eps_device_plugin_v1;
-
-/* The exported symbol: `const eps_device_plugin_v1* eps_device_plugin_v1(void);` */
-typedef const eps_device_plugin_v1* (*eps_device_plugin_entry_v1)(void);
-
-#ifdef __cplusplus
-}
-#endif
+#define EPS_DEVICE_PLUGIN_ABI_VERSION \
+  EPS_DEVICE_PLUGIN_ABI_V3 /* the newest, what this build's plugins carry */
 
 #endif /* EPS_DEVICE_PLUGIN_H_ */

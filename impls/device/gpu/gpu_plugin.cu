@@ -1,5 +1,8 @@
 // The GPU device plugin (device_plugin.h): the kernels of kernels/kernel_args.hpp around the bodies of
-// kernels/kernel_bodies.hpp, and the runtime calls of eps_device_plugin_v1. One source for both vendors:
+// kernels/kernel_bodies.hpp, and the runtime calls of eps_device_plugin_v3 (device_plugin_v3.h): queues are
+// streams, events are timing events, stream memory operations are the driver's cuStreamWriteValue /
+// cuStreamWaitValue (HIP: hipStreamWriteValue / hipStreamWaitValue), IPC is cudaIpc* / hipIpc*, graphs are
+// stream captures instantiated into executable graphs. One source for both vendors:
 // nvcc builds it into libeps_device_cuda.so (sm_90, --fmad=false), hipcc (-x hip) into libeps_device_hip.so
 // (gfx90a, -ffp-contract=off); gpu_runtime.hpp maps the gpu* names onto each runtime.
 //
@@ -125,7 +128,7 @@ static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == kKernelCount);
 
 void copy_text(char* out, std::size_t size, const char* text) { std::snprintf(out, size, "%s", text); }
 
-// ---- The entry points of eps_device_plugin_v1.
+// ---- The entry points of eps_device_plugin_v3.
 
 int device_count(int* count) {
   *count = 0;
@@ -133,7 +136,7 @@ int device_count(int* count) {
   return 0;
 }
 
-int properties(int ordinal, eps_device_properties_v1* out) {
+int properties(int ordinal, eps_device_properties_v2* out) {
   std::memset(out, 0, sizeof(*out));
   gpuDeviceProp_t prop;
   EPS_GPU_CHECK(gpuGetDeviceProperties(&prop, ordinal), on_device(ordinal));
@@ -219,32 +222,61 @@ int release(void* context, void* data, int kind) {
   return 0;
 }
 
-int copy(void* context, void* dst, const void* src, std::size_t bytes) {
+// ---- Queues: NULL is the context's default stream.
+gpuStream_t stream_of(Context* c, void* queue) {
+  return queue != nullptr ? static_cast<gpuStream_t>(queue) : c->stream;
+}
+
+int queue_create(void* context, void** queue) {
+  Context* c = context_of(context);
+  *queue = nullptr;
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  gpuStream_t stream = nullptr;
+  EPS_GPU_CHECK(gpuStreamCreate(&stream), on_device(c->ordinal));
+  *queue = stream;
+  return 0;
+}
+
+int queue_destroy(void* context, void* queue) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  const auto stream = static_cast<gpuStream_t>(queue);
+  const gpuError_t synchronized = gpuStreamSynchronize(stream);
+  EPS_GPU_CHECK(gpuStreamDestroy(stream), on_device(c->ordinal));
+  EPS_GPU_CHECK(synchronized, " before destroying a stream" + on_device(c->ordinal));
+  return 0;
+}
+
+// A query that says "not yet" is no failure: *ready 0.
+int query_result(gpuError_t error, const char* call, int ordinal, int* ready) {
+  *ready = error == gpuSuccess ? 1 : 0;
+  if (error == gpuSuccess || error == gpuErrorNotReady) return 0;
+  return fail_call(error, call, on_device(ordinal));
+}
+
+int queue_query(void* context, void* queue, int* idle) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  return query_result(gpuStreamQuery(stream_of(c, queue)), "gpuStreamQuery", c->ordinal, idle);
+}
+
+int copy(void* context, void* queue, void* dst, const void* src, std::size_t bytes) {
   Context* c = context_of(context);
   if (bytes == 0) return 0;
   EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
-  EPS_GPU_CHECK(gpuMemcpyAsync(dst, src, bytes, c->stream), of_bytes(bytes, c->ordinal));
-  EPS_GPU_CHECK(gpuStreamSynchronize(c->stream), " after a copy" + of_bytes(bytes, c->ordinal));
+  EPS_GPU_CHECK(gpuMemcpyAsync(dst, src, bytes, stream_of(c, queue)), of_bytes(bytes, c->ordinal));
   return 0;
 }
 
-int fill(void* context, void* dst, int value, std::size_t bytes) {
+int fill(void* context, void* queue, void* dst, int value, std::size_t bytes) {
   Context* c = context_of(context);
   if (bytes == 0) return 0;
   EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
-  EPS_GPU_CHECK(gpuMemsetAsync(dst, value, bytes, c->stream), of_bytes(bytes, c->ordinal));
-  EPS_GPU_CHECK(gpuStreamSynchronize(c->stream), " after a fill" + of_bytes(bytes, c->ordinal));
+  EPS_GPU_CHECK(gpuMemsetAsync(dst, value, bytes, stream_of(c, queue)), of_bytes(bytes, c->ordinal));
   return 0;
 }
 
-int synchronize(void* context) {
-  Context* c = context_of(context);
-  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
-  EPS_GPU_CHECK(gpuStreamSynchronize(c->stream), on_device(c->ordinal));
-  return 0;
-}
-
-int launch(void* context, int kernel, const void* args, std::size_t args_bytes) {
+int launch(void* context, void* queue, int kernel, const void* args, std::size_t args_bytes) {
   Context* c = context_of(context);
   if (kernel < 0 || kernel >= kKernelCount) {
     return fail("launch: kernel id " + std::to_string(kernel) + " is not in [0, " +
@@ -256,7 +288,167 @@ int launch(void* context, int kernel, const void* args, std::size_t args_bytes) 
                 " bytes, the plugin expects " + std::to_string(entry.args_bytes));
   }
   EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
-  return entry.launch(args, c->stream, c->ordinal);
+  return entry.launch(args, stream_of(c, queue), c->ordinal);
+}
+
+int write_value(void* context, void* queue, void* address, std::uint64_t value, int width_bytes) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  const std::string failure = gpu_stream_write_value(stream_of(c, queue), address, value, width_bytes);
+  if (!failure.empty()) return fail(failure + on_device(c->ordinal));
+  return 0;
+}
+
+// The wait runs on the GPU, which cannot give up: timeout_seconds is the host's to enforce (queue_query).
+int wait_value(void* context, void* queue, const void* address, std::uint64_t value, int width_bytes,
+               int condition, double) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  const std::string failure =
+      gpu_stream_wait_value(stream_of(c, queue), address, value, width_bytes, condition == 1);
+  if (!failure.empty()) return fail(failure + on_device(c->ordinal));
+  return 0;
+}
+
+// ---- Events.
+int event_create(void* context, void** event) {
+  Context* c = context_of(context);
+  *event = nullptr;
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  gpuEvent_t created = nullptr;
+  EPS_GPU_CHECK(gpuEventCreate(&created), on_device(c->ordinal));
+  *event = created;
+  return 0;
+}
+
+int event_destroy(void* context, void* event) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuEventDestroy(static_cast<gpuEvent_t>(event)), on_device(c->ordinal));
+  return 0;
+}
+
+int event_record(void* context, void* event, void* queue) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  EPS_GPU_CHECK(gpuEventRecord(static_cast<gpuEvent_t>(event), stream_of(c, queue)), on_device(c->ordinal));
+  return 0;
+}
+
+int event_query(void* context, void* event, int* done) {
+  Context* c = context_of(context);
+  return query_result(gpuEventQuery(static_cast<gpuEvent_t>(event)), "gpuEventQuery", c->ordinal, done);
+}
+
+int queue_wait_event(void* context, void* queue, void* event) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  EPS_GPU_CHECK(gpuStreamWaitEvent(stream_of(c, queue), static_cast<gpuEvent_t>(event), 0),
+                on_device(c->ordinal));
+  return 0;
+}
+
+int event_elapsed_ms(void* context, void* start, void* end, float* milliseconds) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(
+      gpuEventElapsedTime(milliseconds, static_cast<gpuEvent_t>(start), static_cast<gpuEvent_t>(end)),
+      on_device(c->ordinal));
+  return 0;
+}
+
+// ---- IPC and host registration.
+static_assert(sizeof(gpuIpcMemHandle_t) == EPS_DEVICE_IPC_HANDLE_BYTES);
+
+int ipc_export(void* context, const void* data, void* handle) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  gpuIpcMemHandle_t exported;
+  EPS_GPU_CHECK(gpuIpcGetMemHandle(&exported, const_cast<void*>(data)), on_device(c->ordinal));
+  std::memcpy(handle, &exported, sizeof exported);
+  return 0;
+}
+
+int ipc_import(void* context, const void* handle, void** data) {
+  Context* c = context_of(context);
+  *data = nullptr;
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  gpuIpcMemHandle_t imported;
+  std::memcpy(&imported, handle, sizeof imported);
+  EPS_GPU_CHECK(gpuIpcOpenMemHandle(data, imported), on_device(c->ordinal));
+  return 0;
+}
+
+int ipc_close(void* context, void* data) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  EPS_GPU_CHECK(gpuIpcCloseMemHandle(data), on_device(c->ordinal));
+  return 0;
+}
+
+int host_register(void* context, void* data, std::size_t bytes, void** device_address) {
+  Context* c = context_of(context);
+  *device_address = nullptr;
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  EPS_GPU_CHECK(gpuHostRegister(data, bytes), of_bytes(bytes, c->ordinal));
+  EPS_GPU_CHECK(gpuHostGetDevicePointer(device_address, data, 0), of_bytes(bytes, c->ordinal));
+  return 0;
+}
+
+int host_unregister(void* context, void* data) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  EPS_GPU_CHECK(gpuHostUnregister(data), on_device(c->ordinal));
+  return 0;
+}
+
+// ---- Graphs: a stream capture, instantiated at its end.
+int capture_begin(void* context, void* queue) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  EPS_GPU_CHECK(gpuStreamBeginCapture(stream_of(c, queue)), on_device(c->ordinal));
+  return 0;
+}
+
+int capture_end(void* context, void* queue, void** graph) {
+  Context* c = context_of(context);
+  *graph = nullptr;
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  gpuGraph_t captured = nullptr;
+  EPS_GPU_CHECK(gpuStreamEndCapture(stream_of(c, queue), &captured), on_device(c->ordinal));
+  gpuGraphExec_t executable = nullptr;
+  const gpuError_t instantiated = gpuGraphInstantiate(&executable, captured);
+  const gpuError_t destroyed = gpuGraphDestroy(captured);
+  EPS_GPU_CHECK(instantiated, on_device(c->ordinal));
+  EPS_GPU_CHECK(destroyed, on_device(c->ordinal));
+  *graph = executable;
+  return 0;
+}
+
+int graph_launch(void* context, void* graph, void* queue) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuSetDevice(c->ordinal), on_device(c->ordinal));
+  EPS_GPU_CHECK(gpuGraphLaunch(static_cast<gpuGraphExec_t>(graph), stream_of(c, queue)),
+                on_device(c->ordinal));
+  return 0;
+}
+
+int graph_destroy(void* context, void* graph) {
+  Context* c = context_of(context);
+  EPS_GPU_CHECK(gpuGraphExecDestroy(static_cast<gpuGraphExec_t>(graph)), on_device(c->ordinal));
+  return 0;
+}
+
+// ---- The copy ledger. Pageable host memory unknown to the runtime is host memory: the error such a
+// pointer may leave behind is cleared, so that it does not surface at the next call.
+int pointer_kind(void*, const void* pointer, int* kind) {
+  gpuPointerAttributes attributes{};
+  const gpuError_t error = gpuPointerGetAttributes(&attributes, pointer);
+  if (error != gpuSuccess) {
+    (void)gpuGetLastError();
+    *kind = 0;
+    return 0;
+  }
+  *kind = gpu_is_device_memory(attributes) ? 1 : 0;
+  return 0;
 }
 
 const char* last_error() { return last_error_text.c_str(); }
@@ -271,8 +463,8 @@ int export_dma_buf(void* context, const void* data, std::size_t bytes, int* fd, 
   return 0;
 }
 
-const eps_device_plugin_v1 kPlugin = {
-    EPS_DEVICE_PLUGIN_ABI_VERSION,
+const eps_device_plugin_v3 kPlugin = {
+    EPS_DEVICE_PLUGIN_ABI_V3,
     kGpuBackend,
     kKernelCount,
     &device_count,
@@ -281,22 +473,42 @@ const eps_device_plugin_v1 kPlugin = {
     &close_context,
     &allocate,
     &release,
-    &copy,
-    &fill,
-    &synchronize,
-    &launch,
     &last_error,
     &export_dma_buf,
+    &queue_create,
+    &queue_destroy,
+    &queue_query,
+    &copy,
+    &fill,
+    &launch,
+    &write_value,
+    &wait_value,
+    &event_create,
+    &event_destroy,
+    &event_record,
+    &event_query,
+    &queue_wait_event,
+    &event_elapsed_ms,
+    &ipc_export,
+    &ipc_import,
+    &ipc_close,
+    &host_register,
+    &host_unregister,
+    &capture_begin,
+    &capture_end,
+    &graph_launch,
+    &graph_destroy,
+    &pointer_kind,
 };
 
 }  // namespace
 
-// The exported entry (EPS_DEVICE_PLUGIN_SYMBOL). It is declared in a namespace of its own because the
+// The exported entry (EPS_DEVICE_PLUGIN_SYMBOL_V3). It is declared in a namespace of its own because the
 // function shares its name with the struct's typedef at global scope; with C language linkage the symbol is
-// plain `eps_device_plugin_v1` wherever it is declared. The only symbol the plugin exports (the rest is
+// plain `eps_device_plugin_v3` wherever it is declared. The only symbol the plugin exports (the rest is
 // built with hidden visibility).
 namespace eps_device_plugin_export {
-extern "C" __attribute__((visibility("default"))) const ::eps_device_plugin_v1* eps_device_plugin_v1(void) {
+extern "C" __attribute__((visibility("default"))) const ::eps_device_plugin_v3* eps_device_plugin_v3(void) {
   return &kPlugin;
 }
 }  // namespace eps_device_plugin_export

@@ -7,9 +7,14 @@
 // EPS_DEVICE_PLUGIN_DIR is set and not empty, that directory is the only place looked in. A plugin is loaded
 // once per process and never unloaded; a failed load is remembered and reported each time.
 //
-// A loaded plugin must have the ABI version of device_plugin.h, name the backend it was asked for and have
-// been built with this build's KernelId::kCount kernels; otherwise the backend is unavailable with a
-// message saying so ("rebuild the plugin").
+// Versions (device_plugin.h, NCCL style): the loader takes the newest entry symbol the plugin exports:
+// eps_device_plugin_v3 (the whole Device interface), else eps_device_plugin_v2 or, from plugins built
+// before the headers were split, eps_device_plugin_v1 (ABI 2: the synchronous subset; create_queue,
+// create_event, elapsed_seconds, the stream memory operations, IPC, host registration and graphs are then
+// kUnavailable naming the plugin and its version, and the copy ledger counts copies to and from this
+// device's own allocations only). The table must carry the version of its symbol, name the backend it was
+// asked for, fill every entry and have been built with this build's KernelId::kCount kernels; otherwise the
+// backend is unavailable with a message saying so ("rebuild the plugin").
 //
 // Errors: kUnavailable when the backend cannot run here ("cuda: libeps_device_cuda.so cannot be loaded:
 // ...", "cuda: no CUDA device (cudaGetDeviceCount: ...)"); kInvalidArgument for a bad ordinal, zero bytes

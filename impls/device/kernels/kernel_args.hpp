@@ -5,6 +5,9 @@
 //
 // Every kernel runs one body (kernel_bodies.hpp) over an index space [0, extent): each index writes its
 // own outputs and reads nothing another index writes, so indices may run in any order and concurrently.
+//
+// Every pointer field of every struct is listed in kernel_pointers.hpp: the `cpu-isolated` device
+// translates exactly those fields into its private view of device memory (docs/devices.md 12.5).
 #pragma once
 
 #include <cstddef>
@@ -189,6 +192,14 @@ struct FifoPushArgs {
       0;  // host producers: give up at this steady-clock time (channel::producer_clock_ns); 0 = none
 };
 
+// A remote 64-bit atomic add (the `ipc` fabric's Fabric::try_atomic_add, docs/fabrics.md 6.5): *word +=
+// value (mod 2^64) with one system-scope read-modify-write (acquire-release), atomic with every other such
+// add to the word from any process or device that maps it. One index.
+struct AtomicAddArgs {
+  std::uint64_t* word = nullptr;  // 8-byte aligned
+  std::uint64_t value = 0;
+};
+
 // The kernels: X(CamelName, snake_name, Args). Backends expand this list, so a kernel added here is built
 // for every device; the GPU kernels are named eps_<snake_name>_kernel.
 #define EPS_DEVICE_KERNELS(X)                         \
@@ -204,7 +215,8 @@ struct FifoPushArgs {
   X(FillPayload, fill_payload, FillPayloadArgs)       \
   X(StreamBits, stream_bits, StreamBitsArgs)          \
   X(SumRows, sum_rows, SumRowsArgs)                   \
-  X(FifoPush, fifo_push, FifoPushArgs)
+  X(FifoPush, fifo_push, FifoPushArgs)                \
+  X(AtomicAdd, atomic_add, AtomicAddArgs)
 
 enum class KernelId : std::int32_t {
 #define EPS_KERNEL_ID(camel, snake, args) k##camel,

@@ -356,4 +356,19 @@ EPS_HD inline void stream_bits_body(std::int64_t i, const StreamBitsArgs& a) {
                                static_cast<std::uint32_t>(i % a.cols));
 }
 
+// ---- atomic_add: one index, a system-scope acquire-release fetch-add (the memory model mapping of
+// impls/channel/fifo.hpp: GCC __atomic builtins on the host, cuda::atomic_ref at system scope, HIP's
+// __hip_atomic_* at system scope).
+EPS_HD inline std::int64_t atomic_add_extent(const AtomicAddArgs& a) { return a.word != nullptr ? 1 : 0; }
+EPS_HD inline void atomic_add_body(std::int64_t, const AtomicAddArgs& a) {
+#if defined(__CUDA_ARCH__)
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*a.word).fetch_add(a.value,
+                                                                                cuda::memory_order_acq_rel);
+#elif defined(__HIP_DEVICE_COMPILE__)
+  __hip_atomic_fetch_add(a.word, a.value, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  __atomic_fetch_add(a.word, a.value, __ATOMIC_ACQ_REL);
+#endif
+}
+
 }  // namespace eps::device

@@ -25,22 +25,6 @@ using ::testing::AssertionFailure;
 using ::testing::AssertionResult;
 using ::testing::AssertionSuccess;
 
-template <typename T>
-Buffer upload(Device& device, const std::vector<T>& host) {
-  Buffer b =
-      value_or_throw(device.allocate(std::max<std::size_t>(1, host.size() * sizeof(T)), MemoryKind::kDevice));
-  throw_if_error(device.copy(b.data(), host.data(), host.size() * sizeof(T)));
-  return b;
-}
-
-template <typename T>
-std::vector<T> download(Device& device, const Buffer& b, std::size_t count) {
-  throw_if_error(device.synchronize());
-  std::vector<T> host(count);
-  throw_if_error(device.copy(host.data(), b.data(), count * sizeof(T)));
-  return host;
-}
-
 // A device buffer of `count` elements pre-filled with 0xA5 bytes, so that unwritten elements show.
 template <typename T>
 Buffer poisoned(Device& device, std::size_t count) {
@@ -464,6 +448,27 @@ AssertionResult check_fifo_push(Device& device) {
   for (std::int64_t i = 0; i < kCommands; ++i) {
     if (seen[i] != 1) return AssertionFailure() << "command " << i << " arrived " << seen[i] << " times";
   }
+  return AssertionSuccess();
+}
+
+AssertionResult check_atomic_add(Device& device) {
+  constexpr int kAdds = 100;
+  Buffer word = upload(device, std::vector<std::uint64_t>{0});
+  std::unique_ptr<Queue> other = value_or_throw(device.create_queue());
+  std::uint64_t expected = 0;
+  for (int i = 0; i < kAdds; ++i) {
+    // Full 64-bit values (their sum wraps), distinct per add: a fixed odd multiplier over the index.
+    const std::uint64_t a = (static_cast<std::uint64_t>(i) + 1) * 0x9E37'79B9'7F4A'7C15ull;
+    const std::uint64_t b = a ^ 0xFFFF'0000'FFFF'0000ull;
+    expected += a + b;
+    throw_if_error(device.run(AtomicAddArgs{word.as<std::uint64_t>(), a}));
+    throw_if_error(other->run(AtomicAddArgs{word.as<std::uint64_t>(), b}));
+  }
+  throw_if_error(device.run(AtomicAddArgs{nullptr, 1}));
+  throw_if_error(other->synchronize(Deadline(60)));
+  const std::uint64_t sum = download<std::uint64_t>(device, word, 1)[0];
+  if (sum != expected)
+    return AssertionFailure() << fmt::format("atomic_add sum {:#x}, expected {:#x}", sum, expected);
   return AssertionSuccess();
 }
 

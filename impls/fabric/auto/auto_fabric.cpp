@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "impls/device/device.hpp"
 #include "impls/fabric/fabric_registry.hpp"
 #include "impls/runtime/mpi_runtime.hpp"
 
@@ -107,6 +108,12 @@ class AutoFabric final : public Fabric {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return inter_->barrier(deadline);
   }
+  // A peer on this node: the intra-node part's mapping of its region (docs/fabrics.md 6.5); others: none.
+  std::span<std::byte> peer_memory(int peer, int region) const override {
+    if (peer < 0 || peer >= size()) return {};
+    const int local = routing_.node_index[static_cast<std::size_t>(peer)];
+    return local < 0 ? std::span<std::byte>() : intra_->peer_memory(local, region);
+  }
 
  private:
   struct Route {
@@ -191,12 +198,25 @@ Result<std::unique_ptr<Fabric>> open_inter_node(const FabricConfig& config) {
       fmt::format("auto: no inter-node fabric opens on every rank; tried {}", fmt::join(reasons, "; ")));
 }
 
+// Whether the regions should be the device's own memory, mapped between the ranks (the ipc fabric): a device
+// the host cannot address (a GPU, cpu-isolated) that can export its memory to other processes. Probed with
+// one small export, so that a device without IPC (a plugin of ABI version 2) keeps shm.
+bool prefers_ipc(device::Device* device) {
+  if (device == nullptr || device->host_accessible()) return false;
+  Result<device::Buffer> probe = device->allocate(256, device::MemoryKind::kDevice);
+  return probe.ok() && device->export_memory(probe->data(), probe->bytes()).ok();
+}
+
 Result<std::unique_ptr<Fabric>> make_auto_fabric(const FabricConfig& config) {
   const Deadline deadline(config.timeout_seconds);
   EPS_ASSIGN_OR_RETURN(const mpi::NodeLayout layout, mpi::node_layout(config.comm, deadline));
   FabricConfig shm = config;
   shm.name = "shm";
-  if (layout.nodes() == 1) return config.make_other(shm);
+  if (layout.nodes() == 1) {
+    FabricConfig intra = config;
+    intra.name = prefers_ipc(config.memory_device) ? "ipc" : "shm";
+    return config.make_other(intra);
+  }
   EPS_ASSIGN_OR_RETURN(MPI_Comm node, mpi::comm_split_node(config.comm, deadline));
   Result<Routing> routing = route_by_node(config.comm, node, deadline);
   shm.comm = node;
@@ -215,7 +235,8 @@ void eps_register_fabric_auto(eps::fabric::FabricRegistry& registry) {
   registry.add(eps::fabric::FabricEntry{
       "auto",
       {},
-      "shm inside a node; between nodes the first of verbs:rc, verbs:efa, libfabric:efa, libfabric:verbs, "
+      "shm inside a node (ipc on one node when the regions go to a device the host cannot address and it "
+      "exports memory); between nodes the first of verbs:rc, verbs:efa, libfabric:efa, libfabric:verbs, "
       "libfabric:tcp that opens on every rank",
       &eps::fabric::make_auto_fabric});
 }

@@ -1,12 +1,15 @@
 // The `auto` fabric (docs/fabrics.md 6.4), the default --fabric: what a user wants on a cluster without
 // knowing its NICs.
 //
-// On one node it is simply `shm`. On several nodes it is a composite named "auto(shm+<inter>)": puts to a
-// peer on the same node (MPI_COMM_TYPE_SHARED) go through `shm` over the node's ranks; puts to any other
+// On one node it is simply `shm`, or `ipc` when FabricConfig::memory_device is a device the host cannot
+// address (a GPU, cpu-isolated) that exports memory to other processes (docs/fabrics.md 6.4, 6.5): then the
+// regions stay device memory, mapped between the ranks. On several nodes it is a composite named
+// "auto(shm+<inter>)" (its intra-node part stays `shm`, whose host memory the inter-node fabric adopts): puts
+// to a peer on the same node (MPI_COMM_TYPE_SHARED) go through `shm` over the node's ranks; puts to any other
 // peer go through the first inter-node fabric that opens on every rank, tried in the order of
-// kInterNodeCandidates (RDMA first: verbs:rc, verbs:efa, libfabric:efa, libfabric:verbs, then
-// libfabric:tcp on --iface / FI_TCP_IFACE). The choice is the fabric's name, which transports record as
-// their "fabric" identity, and describe() prints both parts.
+// kInterNodeCandidates (RDMA first: verbs:rc, verbs:efa, libfabric:efa, libfabric:verbs, then libfabric:tcp
+// on --iface / FI_TCP_IFACE). The choice is the fabric's name, which transports record as their "fabric"
+// identity, and describe() prints both parts.
 //
 // Regions: each region is allocated by `shm` (the node's segments) and adopted by the inter-node fabric
 // (Fabric::adopt), so both write the same memory and region ids agree. Every put from one initiator to

@@ -129,6 +129,9 @@ class ChaosFabric final : public Fabric {
   Status quiet(const Deadline& deadline) override;
   Status flush(const Deadline& deadline) override;
   Status barrier(const Deadline& deadline) override { return inner_->barrier(deadline); }
+  // The regions are the inner fabric's; peer_memory and the stream-ordered wait stay unavailable: writes
+  // that bypass the decorator could not be perturbed (docs/fabrics.md 6.5).
+  device::Device* region_device() const override { return inner_->region_device(); }
 
  private:
   Status release_until(const Deadline& deadline, const std::function<bool()>& done,

@@ -97,6 +97,10 @@ class LibfabricFabric final : public FabricBase {
   Status open();  // collective
   void mark_started() { started_ = true; }
   std::string memory_registration() const override { return plan_.staging(); }
+  // Regions the fabric allocates are the device's memory when registered through FI_HMEM (hmem.hpp).
+  device::Device* region_device() const override {
+    return plan_.kind == ofi::RegistrationKind::kHmem ? memory_device_ : nullptr;
+  }
 
  protected:
   Result<std::span<std::byte>> create_region(int id, std::size_t bytes, std::byte* memory) override;

@@ -82,6 +82,10 @@ class VerbsFabric final : public FabricBase {
   // Collective: exchanges addresses and brings every QP to RTS.
   Status connect();
   std::string memory_registration() const override { return memory_plan_.staging(); }
+  // Regions the fabric allocates are the device's memory when registered through dma-buf.
+  device::Device* region_device() const override {
+    return memory_plan_.kind == VerbsRegistration::kDmaBuf ? memory_device_ : nullptr;
+  }
 
  protected:
   Result<std::span<std::byte>> create_region(int id, std::size_t bytes, std::byte* memory) override;

@@ -36,7 +36,7 @@ inline RoundTrip expect_round_trip(transport::Transport& t, const ProblemShape& 
   if (!handle.ok()) return trip;
   const std::int64_t rows = (*handle)->num_recv_rows();
   EXPECT_TRUE(check_layout(*problem, rank, (*handle)->layout()).ok());
-  const dispatch::CompareReport dispatched = check_dispatch(*problem, rank, buffers, rows, true);
+  const dispatch::MismatchReport dispatched = check_dispatch(*problem, rank, buffers, rows, true);
   EXPECT_TRUE(dispatched.ok()) << dispatched.to_string();
 
   const std::vector<bf16> y = expert_outputs(shape, rank, buffers, rows);
@@ -49,7 +49,7 @@ inline RoundTrip expect_round_trip(transport::Transport& t, const ProblemShape& 
   const Status combined_status = t.combine(**handle, in, {out, weights});
   EXPECT_TRUE(combined_status.ok()) << combined_status.message();
   if (!combined_status.ok()) return trip;
-  Result<dispatch::CompareReport> combined = check_combine(*problem, rank, tree, ht, out, weights);
+  Result<dispatch::MismatchReport> combined = check_combine(*problem, rank, tree, ht, out, weights);
   EXPECT_TRUE(combined.ok()) << combined.status().message();
   if (combined.ok()) {
     EXPECT_TRUE(combined->ok()) << combined->to_string();

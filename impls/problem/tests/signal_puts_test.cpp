@@ -131,7 +131,7 @@ Counts run_counted(const Case& c, const std::string& strategy) {
   if (!handle.ok()) return counts;
   count(counts.dispatch, before);
   const std::int64_t rows = (*handle)->num_recv_rows();
-  const dispatch::CompareReport dispatched = check_dispatch(*problem, rank, buffers, rows, true);
+  const dispatch::MismatchReport dispatched = check_dispatch(*problem, rank, buffers, rows, true);
   EXPECT_TRUE(dispatched.ok()) << strategy << " dispatch: " << dispatched.to_string();
 
   Result<Problem> renewed = Problem::make(shape, c.workload, rank, 41, 0, 777);
@@ -142,7 +142,7 @@ Counts run_counted(const Case& c, const std::string& strategy) {
   const Status cached_status = t.dispatch_cached(**handle, renewed->input(), cached.view());
   EXPECT_TRUE(cached_status.ok()) << cached_status.message();
   count(counts.cached, before);
-  const dispatch::CompareReport again = check_dispatch(*renewed, rank, cached, rows, true);
+  const dispatch::MismatchReport again = check_dispatch(*renewed, rank, cached, rows, true);
   EXPECT_TRUE(again.ok()) << strategy << " cached dispatch: " << again.to_string();
 
   const std::vector<bf16> y = expert_outputs(shape, rank, buffers, rows);
@@ -156,7 +156,7 @@ Counts run_counted(const Case& c, const std::string& strategy) {
   const Status combine_status = t.combine(**handle, in, {out, weights});
   EXPECT_TRUE(combine_status.ok()) << combine_status.message();
   count(counts.combine, before);
-  Result<dispatch::CompareReport> combined = check_combine(*problem, rank, c.tree, ht, out, weights);
+  Result<dispatch::MismatchReport> combined = check_combine(*problem, rank, c.tree, ht, out, weights);
   EXPECT_TRUE(combined.ok()) << combined.status().message();
   if (combined.ok()) {
     EXPECT_TRUE(combined->ok()) << strategy << " combine: " << combined->to_string();

@@ -63,7 +63,7 @@ TEST_P(Staging, EveryOutputMatchesTheReference) {
   EPS_ASSERT_OK(renewed.status());
   DispatchBuffers cached(c.layout, shape);
   EPS_ASSERT_OK(t->dispatch_cached(*trip.handle, renewed->input(), cached.view()));
-  const dispatch::CompareReport again = check_dispatch(*renewed, rank, cached, trip.rows, true);
+  const dispatch::MismatchReport again = check_dispatch(*renewed, rank, cached, trip.rows, true);
   EXPECT_TRUE(again.ok()) << again.to_string();
 }
 
@@ -94,7 +94,7 @@ TEST(StagedHandles, CachedDispatchAfterADispatchOfAnotherLayout) {
   EPS_ASSERT_OK(renewed.status());
   DispatchBuffers cached(Layout::kHtRankMajor, shape);
   EPS_ASSERT_OK(t->dispatch_cached(*ht.handle, renewed->input(), cached.view()));
-  const dispatch::CompareReport again = check_dispatch(*renewed, mpi::rank(), cached, ht.rows, true);
+  const dispatch::MismatchReport again = check_dispatch(*renewed, mpi::rank(), cached, ht.rows, true);
   EXPECT_TRUE(again.ok()) << again.to_string();
 }
 

@@ -150,7 +150,7 @@ TEST(CombineTrees, CompareReportsFirstMismatch) {
   EXPECT_TRUE(compare_combine(plan, 0, expected, actual).ok());
   actual[3] = bf16::from_bits(0x8004);
   actual[2] = bf16::from_bits(0x7fc0);
-  const CompareReport report = compare_combine(plan, 0, expected, actual);
+  const MismatchReport report = compare_combine(plan, 0, expected, actual);
   EXPECT_EQ(report.mismatches(), 2);
   ASSERT_TRUE(report.first().has_value());
   EXPECT_EQ(report.first()->src_rank, 0);

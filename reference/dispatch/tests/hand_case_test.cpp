@@ -263,7 +263,7 @@ TEST(HandCase, CombinedWeights) {
   std::vector<float> actual{0.5f, 0.25f, 1.0f, 0.0f, 0.75f, 0.125f};
   EXPECT_TRUE(compare_combined_weights(plan, 0, actual).ok());
   actual[4] = std::nextafter(0.75f, 1.0f);
-  const CompareReport report = compare_combined_weights(plan, 0, actual);
+  const MismatchReport report = compare_combined_weights(plan, 0, actual);
   EXPECT_EQ(report.mismatches(), 1);
   ASSERT_TRUE(report.first().has_value());
   EXPECT_EQ(report.first()->src_token, 2);

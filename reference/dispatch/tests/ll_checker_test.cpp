@@ -45,7 +45,7 @@ class LlCheckerTest : public ::testing::Test {
     capacity_ = static_cast<std::size_t>(e.index.capacity);
   }
 
-  CompareReport check(const Packed& p, LlOrder order) const {
+  MismatchReport check(const Packed& p, LlOrder order) const {
     return value_or_throw(check_ll_dispatch(*plan_, kRank, *source_, p.view(), order));
   }
 
@@ -118,7 +118,7 @@ TEST_F(LlCheckerTest, OrderedModeRejectsBlocksOutOfRankOrder) {
   const Packed p = permuted(/*keep_row_order=*/true);
   ASSERT_NE(p.range, canonical_.range);
   EXPECT_TRUE(check(p, LlOrder::kUnordered).ok());
-  const CompareReport report = check(p, LlOrder::kOrdered);
+  const MismatchReport report = check(p, LlOrder::kOrdered);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.first()->field, "layout_range");
   EXPECT_EQ(report.first()->note, "block begin (ordered)");
@@ -140,7 +140,7 @@ TEST_F(LlCheckerTest, RejectsWrongPayloadByte) {
   const int l = expert_with_blocks(1, 1);
   const std::size_t row = l * capacity_;
   p.x[row * row_bytes() + 5] ^= std::byte{1};
-  const CompareReport report = check(p, LlOrder::kUnordered);
+  const MismatchReport report = check(p, LlOrder::kUnordered);
   EXPECT_EQ(report.mismatches(), 1);
   ASSERT_TRUE(report.first().has_value());
   EXPECT_EQ(report.first()->field, "packed_recv_x");
@@ -153,7 +153,7 @@ TEST_F(LlCheckerTest, RejectsChangedScale) {
   Packed p = canonical_;
   const int l = expert_with_blocks(1, 1);
   p.scales[l * capacity_ * num_scales()] = -p.scales[l * capacity_ * num_scales()];
-  const CompareReport report = check(p, LlOrder::kOrdered);
+  const MismatchReport report = check(p, LlOrder::kOrdered);
   EXPECT_EQ(report.mismatches(), 1);
   EXPECT_EQ(report.first()->field, "packed_recv_x_scales");
 }
@@ -164,7 +164,7 @@ TEST_F(LlCheckerTest, RejectsRowFromWrongSourceToken) {
   const int l = expert_with_blocks(1, 1);
   const std::size_t row = l * capacity_;
   p.src_info[row] = config_.max_tokens_per_rank + 3;
-  const CompareReport report = check(p, LlOrder::kUnordered);
+  const MismatchReport report = check(p, LlOrder::kUnordered);
   EXPECT_EQ(report.mismatches(), 2);  // an unexpected token, and the displaced one missing
   EXPECT_EQ(report.first()->field, "src_info");
   EXPECT_EQ(report.first()->note, "token not expected in block");
@@ -182,7 +182,7 @@ TEST_F(LlCheckerTest, RejectsOverlappingBlocks) {
   }
   p.range[static_cast<std::size_t>(l) * config_.num_ranks + ranks[1]].begin =
       p.range[static_cast<std::size_t>(l) * config_.num_ranks + ranks[0]].begin;
-  const CompareReport report = check(p, LlOrder::kUnordered);
+  const MismatchReport report = check(p, LlOrder::kUnordered);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.first()->field, "layout_range");
   EXPECT_EQ(report.first()->src_rank, ranks[1]);
@@ -209,7 +209,7 @@ TEST_F(LlCheckerTest, RejectsMissingRow) {
     --p.count[l];
     break;
   }
-  const CompareReport report = check(p, LlOrder::kUnordered);
+  const MismatchReport report = check(p, LlOrder::kUnordered);
   // packed_recv_count, the block count and the missing token.
   EXPECT_EQ(report.mismatches(), 3) << report.to_string();
   EXPECT_EQ(report.first()->field, "packed_recv_count");

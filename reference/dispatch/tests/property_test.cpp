@@ -195,7 +195,7 @@ TEST_P(DispatchProperties, LowLatencyHoldsEveryLocalSelectionOnce) {
     const LlExpected e = value_or_throw(expected_ll(*plan_, q, source));
     const LlView view{e.packed_recv_x, e.packed_recv_x_scales, e.index.packed_recv_count, e.index.src_info,
                       e.index.layout_range};
-    const CompareReport report =
+    const MismatchReport report =
         value_or_throw(check_ll_dispatch(*plan_, q, source, view, LlOrder::kOrdered));
     EXPECT_TRUE(report.ok()) << report.to_string();
   }
@@ -406,7 +406,7 @@ TEST(Fp8Payload, RowsCarryCodesAndScalesUnchanged) {
   actual_scales[2] = bits(float_bits(actual_scales[2]) ^ 1u);
   const RankMajorView view{q1.recv_x, actual_scales, q1.index.recv_topk_idx, q1.index.recv_topk_weights,
                            q1.index.num_recv_tokens_per_expert};
-  const CompareReport report = compare_rank_major(plan, q1, view);
+  const MismatchReport report = compare_rank_major(plan, q1, view);
   EXPECT_EQ(report.mismatches(), 1);
   EXPECT_EQ(report.first()->field, "recv_x_scales");
   EXPECT_EQ(report.first()->src_rank, 1);

@@ -1,11 +1,15 @@
 // The `cuda` and `hip` devices (docs/devices.md): every kernel of a GPU plugin bit-equal to reference/ (the
-// kernel checks the `cpu` device runs, impls/device/tests/kernel_checks.hpp), the Device contract over a
-// plugin, and the loader's answers when a plugin or a GPU is missing or a plugin does not fit.
+// kernel checks the `cpu` device runs, impls/device/tests/kernel_checks.hpp), every entry point of plugin
+// ABI version 3 through the execution-model checks the `cpu` devices run (queue_checks.hpp: queues,
+// stream memory operations, events, graphs, the copy ledger, host registration, IPC into another process),
+// the Device contract over a plugin, and the loader's answers when a plugin or a GPU is missing, a plugin
+// does not fit, or a plugin has ABI version 2 only.
 //
 // ctest runs this binary several times (CMakeLists.txt): once per backend, skipped with the reason where
 // that backend has no device; against the host test plugin (host_plugin.cpp) standing in for `cuda`, so the
-// loader and the Device over a plugin are exercised on every machine; and with EPS_DEVICE_PLUGIN_DIR at a
-// stale plugin and at an empty directory, where the loader must refuse with its reason.
+// loader and the Device over a plugin are exercised on every machine; with EPS_DEVICE_PLUGIN_DIR at a
+// stale plugin and at an empty directory, where the loader must refuse with its reason; and at a version-2
+// plugin, which must run its synchronous subset and refuse the rest naming its version.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,6 +20,7 @@
 
 #include "impls/device/device_registry.hpp"
 #include "impls/device/tests/kernel_checks.hpp"
+#include "impls/device/tests/queue_checks.hpp"
 
 namespace eps::device {
 namespace {
@@ -54,6 +59,19 @@ TEST_P(GpuDevice, Expert) { EXPECT_TRUE(testing::check_expert(*device_)); }
 TEST_P(GpuDevice, Fills) { EXPECT_TRUE(testing::check_fills(*device_)); }
 TEST_P(GpuDevice, SumRows) { EXPECT_TRUE(testing::check_sum_rows(*device_)); }
 TEST_P(GpuDevice, FifoPush) { EXPECT_TRUE(testing::check_fifo_push(*device_)); }
+TEST_P(GpuDevice, AtomicAdd) { EXPECT_TRUE(testing::check_atomic_add(*device_)); }
+
+// Plugin ABI version 3 (device_plugin_v3.h), entry point by entry point.
+TEST_P(GpuDevice, OrderedQueue) { EXPECT_TRUE(testing::check_queue_order(*device_)); }
+TEST_P(GpuDevice, StreamValues) { EXPECT_TRUE(testing::check_stream_values(*device_)); }
+TEST_P(GpuDevice, Events) { EXPECT_TRUE(testing::check_events(*device_)); }
+TEST_P(GpuDevice, Graphs) { EXPECT_TRUE(testing::check_graphs(*device_)); }
+TEST_P(GpuDevice, CopyLedger) { EXPECT_TRUE(testing::check_copy_ledger(*device_)); }
+TEST_P(GpuDevice, HostRegistration) { EXPECT_TRUE(testing::check_host_registration(*device_)); }
+TEST_P(GpuDevice, IpcRefusals) { EXPECT_TRUE(testing::check_ipc_refusals(*device_)); }
+TEST_P(GpuDevice, IpcAcrossProcesses) {
+  EXPECT_TRUE(testing::check_ipc_across_processes(*device_, GetParam()));
+}
 
 TEST_P(GpuDevice, PropertiesNameTheDevice) {
   const DeviceProperties& p = device_->properties();
@@ -136,6 +154,43 @@ TEST_P(GpuDevice, ExportsDeviceMemoryAsDmaBufOrSaysWhyNot) {
 
 INSTANTIATE_TEST_SUITE_P(Backend, GpuDevice, ::testing::Values("cuda", "hip"),
                          [](const auto& info) { return info.param; });
+
+// The importing side of IpcAcrossProcesses (this binary started again); skipped in a plain run.
+TEST(IpcChild, ImportsAndWritesBack) {
+  bool is_child = false;
+  const ::testing::AssertionResult result = testing::ipc_child(&is_child);
+  if (!is_child) GTEST_SKIP() << "runs as the child of IpcAcrossProcesses only";
+  EXPECT_TRUE(result);
+}
+
+// A version-2 plugin (the synchronous subset, exported as eps_device_plugin_v1 before the headers were
+// split) loads: its kernels and synchronous copies work and are counted in the ledger; queues, events,
+// stream memory operations, IPC, host registration and graphs are unavailable, naming the version.
+TEST(GpuPluginLoader, TakesAVersionTwoPluginAsTheSynchronousSubset) {
+  if (expected_outcome() != "v2") GTEST_SKIP() << "needs EPS_TEST_PLUGIN_OUTCOME=v2";
+  std::unique_ptr<Device> device = value_or_throw(make_device("cuda"));
+  EXPECT_TRUE(testing::check_copy_rows(*device));
+  EXPECT_TRUE(testing::check_fills(*device));
+  device->reset_copy_ledger();
+  std::vector<std::uint8_t> host(64, 1);
+  Buffer memory = value_or_throw(device->allocate(64, MemoryKind::kDevice));
+  ASSERT_TRUE(device->copy(memory.data(), host.data(), 64).ok());
+  EXPECT_EQ(device->copy_ledger(), (CopyLedger{1, 64, 0, 0}));
+  const std::string version = "has device plugin ABI version 2 (symbol eps_device_plugin_v1)";
+  const std::vector<Status> refusals = {
+      device->create_queue().status(),
+      device->create_event().status(),
+      device->queue().write_value(memory.data(), 1, ValueWidth::k64),
+      device->queue().wait_value(memory.data(), 1, WaitCondition::kEqual, ValueWidth::k64, 1),
+      device->export_memory(memory.data(), 64).status(),
+      device->register_host_memory(host.data(), 64).status(),
+      device->queue().begin_capture(),
+  };
+  for (const Status& refused : refusals) {
+    EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.message();
+    EXPECT_TRUE(contains(refused.message(), version)) << refused.message();
+  }
+}
 
 // Without a device, a backend is unavailable with the loader's or the runtime's reason; a plugin this build
 // made must load (its dependencies resolve without a GPU), so its reason comes from the runtime.

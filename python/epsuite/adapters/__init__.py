@@ -1,0 +1,1 @@
+"""Example adapters of the Python runner (docs/plugins.md 15.5)."""
