@@ -180,13 +180,14 @@ const std::vector<std::string> kFp8 = {"uint8", "int8"};
 
 problem::ProblemShape shape_from(const py::dict& d) {
   problem::ProblemShape s;
+  int ranks_per_node = 0;  // 0 = not given: one rank per node
   const std::map<std::string, int*> ints = {{"ranks", &s.ranks},
                                             {"experts", &s.experts},
                                             {"top_k", &s.top_k},
                                             {"hidden", &s.hidden},
                                             {"max_tokens", &s.max_tokens},
                                             {"alignment", &s.alignment},
-                                            {"ranks_per_node", &s.ranks_per_node},
+                                            {"ranks_per_node", &ranks_per_node},
                                             {"tokens_per_rank", &s.tokens_per_rank}};
   for (const auto& [key, value] : d) {
     const auto name = py::str(key).cast<std::string>();
@@ -210,6 +211,8 @@ problem::ProblemShape shape_from(const py::dict& d) {
                       name));
     }
   }
+  // Uniform nodes of ranks_per_node consecutive ranks (docs/dispatch.md 5.5.1).
+  if (ranks_per_node != 0) s.nodes = value_or_raise(NodeLayout::uniform(s.ranks, ranks_per_node));
   return s;
 }
 
@@ -221,7 +224,7 @@ py::dict shape_dict(const problem::ProblemShape& s) {
   d["hidden"] = s.hidden;
   d["max_tokens"] = s.max_tokens;
   d["alignment"] = s.alignment;
-  d["ranks_per_node"] = s.ranks_per_node;
+  d["ranks_per_node"] = s.nodes.node_of.empty() ? 1 : s.nodes.ranks_per_node();
   d["tokens_per_rank"] = s.tokens_per_rank;
   d["dtype"] = std::string(transport::dtype_name(s.dtype));
   d["quantize"] = s.quantize

@@ -58,12 +58,12 @@ constexpr std::uint64_t kSeed = 0x7A45'0517;
 // The default shape at this job's R, with ht-two-level over the cluster's real nodes when it has several
 // (problem::default_shape). The first call is collective; every rank makes it in the same test.
 ProblemShape suite_shape(const std::string& workload, PayloadType dtype) {
-  static const int real_ranks_per_node = [] {
+  static const NodeLayout real_nodes = [] {
     Result<mpi::NodeLayout> layout = mpi::node_layout(MPI_COMM_WORLD, Deadline(mpitest::timeout_seconds()));
     if (!layout.ok()) mpi::fatal(layout.status());
-    return layout->nodes() > 1 ? layout->ranks_per_node() : 0;
+    return *layout;
   }();
-  return problem::default_shape(mpi::size(), workload, dtype, real_ranks_per_node);
+  return problem::default_shape(mpi::size(), workload, dtype, real_nodes);
 }
 
 struct Case {
@@ -315,6 +315,52 @@ TEST_P(TransportRobustness, BackToBackRoundsAndInterleaving) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportRobustness, testing::ValuesIn(cases(false)), case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportRobustness);
+
+// SPEC 14.2, docs/dispatch.md 5.5.1: ht-two-level over emulated nodes of unequal size, through the same
+// NodeLayout the real split gives: nodes {0} and {1..R-1}, and nodes of non-consecutive ranks (rank r on
+// node r % 3 == 1), whatever this job's real layout is.
+std::vector<Case> uneven_node_cases() {
+  std::vector<Case> out;
+  const Contract two_level{Layout::kHtRankMajor, CombineTree::kHtTwoLevel};
+  for (const std::string& t : selected_transports()) {
+    // Plugin ABI v1 describes ht-two-level's nodes as equal groups of consecutive ranks (ep_plugin_v1.h): a
+    // plugin refuses these layouts as unavailable (plugin_transport.cpp).
+    if (t.rfind("plugin:", 0) == 0) continue;
+    for (PayloadType d : kDtypes) {
+      if (!declares(t, two_level, d)) continue;
+      out.push_back({t, two_level, d, "uniform"});
+      out.push_back({t, two_level, d, "spread"});
+    }
+  }
+  return out;
+}
+
+class TransportUnevenNodes : public testing::TestWithParam<Case> {};
+
+TEST_P(TransportUnevenNodes, TwoLevelReducesPerActualNode) {
+  const Case& c = GetParam();
+  if (mpi::size() < 2) GTEST_SKIP() << "one rank: a single node";
+  std::vector<int> first_alone, interleaved;
+  for (int r = 0; r < mpi::size(); ++r) {
+    first_alone.push_back(r == 0 ? 0 : 1);
+    interleaved.push_back(r % 3 == 1 ? 1 : 0);
+  }
+  for (const std::vector<int>& groups : {first_alone, interleaved}) {
+    ProblemShape shape = suite_shape(c.workload, c.dtype);
+    shape.nodes = NodeLayout::from_groups(groups);
+    Result<std::unique_ptr<transport::Transport>> made = make(c.transport, shape);
+    EPS_MAKE_OR_SKIP(made, c.transport);
+    transport::Transport& t = **made;
+    Result<Round> round = start_round(t, c, shape, 0);
+    EPS_ASSERT_OK(round.status());
+    EPS_ASSERT_OK(finish_round(t, c, *round));
+    check_round(c, *round, fmt::format("nodes of {} ranks on {}", shape.nodes.sizes_text(), t.describe()),
+                t.capabilities().ll_ordered);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportUnevenNodes, testing::ValuesIn(uneven_node_cases()), case_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportUnevenNodes);
 
 class TransportInput : public testing::TestWithParam<std::string> {
  protected:

@@ -154,7 +154,7 @@ int InfoCommand::run() {
   std::optional<ResolvedPreset> preset;
   Status preset_status;
   if (params_->source("preset") != ParamSource::kDefault) {
-    Result<ResolvedPreset> resolved = resolve_preset_flags(*params_, mpi::size(), nodes->ranks_per_node());
+    Result<ResolvedPreset> resolved = resolve_preset_flags(*params_, *nodes);
     if (resolved.ok()) {
       preset = std::move(resolved).value();
     } else {

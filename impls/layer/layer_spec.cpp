@@ -64,7 +64,6 @@ transport::TransportConfig layer_transport_config(const LayerSpec& spec, MPI_Com
   c.max_tokens_per_rank = static_cast<int>(spec.max_rank_tokens());
   c.dtype = spec.dtype;
   c.expert_alignment = 1;
-  c.ranks_per_node = spec.ranks_per_node;
   c.timeout_seconds = timeout_seconds;
   c.device = device;
   c.memory = device ? transport::MemoryKind::kDevice : transport::MemoryKind::kHost;

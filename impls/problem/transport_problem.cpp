@@ -48,7 +48,7 @@ Result<std::vector<std::int64_t>> tokens_per_rank(const ProblemShape& shape, boo
 }  // namespace
 
 ProblemShape default_shape(int ranks, const std::string& workload, PayloadType dtype,
-                           int real_ranks_per_node) {
+                           const NodeLayout& real) {
   ProblemShape s;
   s.ranks = ranks;
   s.experts = ranks * std::max(2, (16 + ranks - 1) / ranks);
@@ -56,8 +56,7 @@ ProblemShape default_shape(int ranks, const std::string& workload, PayloadType d
   s.hidden = 256;
   s.max_tokens = 64;
   s.alignment = 1;
-  const bool emulated = real_ranks_per_node <= 0 || real_ranks_per_node >= ranks;
-  s.ranks_per_node = !emulated ? real_ranks_per_node : ranks % 2 == 0 ? 2 : ranks;
+  s.nodes = real.nodes() > 1 ? real : value_or_throw(NodeLayout::uniform(ranks, ranks % 2 == 0 ? 2 : ranks));
   s.dtype = dtype;
   return s;
 }
@@ -71,7 +70,7 @@ transport::TransportConfig transport_config(const ProblemShape& s, double timeou
   c.max_tokens_per_rank = s.max_tokens;
   c.dtype = s.dtype;
   c.expert_alignment = s.alignment;
-  c.ranks_per_node = s.ranks_per_node;
+  c.nodes = s.nodes;
   c.timeout_seconds = timeout_seconds;
   return c;
 }
@@ -292,6 +291,11 @@ dispatch::MismatchReport check_layout(const Problem& p, int rank, const dispatch
 
 namespace {
 
+// The shape's ht-two-level nodes (empty = one rank per node, as the transports read it).
+NodeLayout two_level_nodes(const ProblemShape& s) {
+  return s.nodes.node_of.empty() ? value_or_throw(NodeLayout::uniform(s.ranks, 1)) : s.nodes;
+}
+
 template <typename T>
 std::span<const T> first(const std::vector<T>& v, std::int64_t n) {
   return std::span<const T>(v).first(
@@ -386,7 +390,7 @@ Result<std::vector<bf16>> expected_combine(const Problem& p, int rank, transport
   return tree == transport::CombineTree::kLlWeighted ? dispatch::expected_ll_combine(plan, rank, slot_output)
          : tree == transport::CombineTree::kHtRank
              ? dispatch::expected_ht_rank_combine(plan, rank, partial, bias)
-             : dispatch::expected_ht_two_level_combine(plan, rank, s.ranks_per_node, partial, bias);
+             : dispatch::expected_ht_two_level_combine(plan, rank, two_level_nodes(s), partial, bias);
 }
 
 Result<dispatch::MismatchReport> check_combine(const Problem& p, int rank, transport::CombineTree tree,

@@ -3,7 +3,7 @@
 // peer's routing and payloads, so its expected outputs come from reference/dispatch without communication.
 //
 // - Shape: R ranks, E experts (a multiple of R), K, H, T_max, expert alignment, payload dtype, and the
-//   emulated node size of ht-two-level.
+//   nodes of ht-two-level (real or emulated, any sizes: docs/dispatch.md 5.5.1).
 // - Workload: a reference/data generator name ("uniform", "zipf:1.2", "masked:0.6", ...) or
 //   "zero-token-ranks" (uniform routing; every even rank has no tokens, so R = 1 has none at all).
 //   Tokens per rank are drawn in [0, T_max] from the seed (reference/data tokens_per_rank), unless the
@@ -44,7 +44,7 @@ struct ProblemShape {
   int hidden = 256;
   int max_tokens = 64;
   int alignment = 1;
-  int ranks_per_node = 1;
+  NodeLayout nodes;  // ht-two-level's nodes; empty = one rank per node
   dispatch::PayloadType dtype = dispatch::PayloadType::kBf16;
   int tokens_per_rank = -1;  // >= 0: every rank has exactly this many tokens (benchmarks); -1: drawn
   std::optional<Fp8ScaleMode> quantize;  // fp8: bf16 rows that the dispatch quantizes (see above)
@@ -52,10 +52,10 @@ struct ProblemShape {
 
 // The suite's default shape at R ranks (docs/dispatch.md 5.7 small shapes): E = R * ceil(16 / R) (at least 2
 // local experts), K = 4 (K = max(4, R) for "spread", which needs K >= R), H = 256, T_max = 64. Nodes
-// (ht-two-level): the cluster's own when it has several of `real_ranks_per_node` ranks each (> 0, < R),
-// else emulated: nodes of 2 ranks when R is even, one node otherwise.
+// (ht-two-level): the cluster's own (`real`, any sizes) when it has several, else emulated: nodes of 2
+// ranks when R is even, one node otherwise.
 ProblemShape default_shape(int ranks, const std::string& workload, dispatch::PayloadType dtype,
-                           int real_ranks_per_node = 0);
+                           const NodeLayout& real = {});
 
 transport::TransportConfig transport_config(const ProblemShape& shape, double timeout_seconds);
 

@@ -268,18 +268,6 @@ Status win_free(MPI_Win* window, MPI_Comm node, const Deadline& deadline) {
   return Status();
 }
 
-int NodeLayout::local_index(int rank) const {
-  const int node = node_of[static_cast<std::size_t>(rank)];
-  return static_cast<int>(std::count(node_of.begin(), node_of.begin() + rank, node));
-}
-
-int NodeLayout::ranks_per_node() const {
-  for (int size : node_sizes) {
-    if (size != node_sizes.front()) return 0;
-  }
-  return node_sizes.empty() ? 0 : node_sizes.front();
-}
-
 Result<NodeLayout> node_layout(MPI_Comm comm, const Deadline& deadline) {
   EPS_ASSIGN_OR_RETURN(MPI_Comm node, comm_split_node(comm, deadline));
   int rank = 0;
@@ -291,20 +279,7 @@ Result<NodeLayout> node_layout(MPI_Comm comm, const Deadline& deadline) {
   MPI_Comm_free(&node);
   EPS_RETURN_IF_ERROR(members.status());
   EPS_ASSIGN_OR_RETURN(std::vector<int> leader_of, allgather_int(members->front(), comm, deadline));
-  NodeLayout layout;
-  std::vector<int> leaders;
-  for (int leader : leader_of) {
-    auto it = std::find(leaders.begin(), leaders.end(), leader);
-    if (it == leaders.end()) {
-      leaders.push_back(leader);
-      layout.node_sizes.push_back(0);
-      it = leaders.end() - 1;
-    }
-    const int node_index = static_cast<int>(it - leaders.begin());
-    layout.node_of.push_back(node_index);
-    ++layout.node_sizes[static_cast<std::size_t>(node_index)];
-  }
-  return layout;
+  return NodeLayout::from_groups(leader_of);
 }
 
 Status allreduce_in_place(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,

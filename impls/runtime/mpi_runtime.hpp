@@ -35,6 +35,7 @@
 
 #include "impls/runtime/deadline.hpp"
 #include "reference/common/status.hpp"
+#include "reference/dispatch/node_layout.hpp"
 
 namespace eps {
 
@@ -107,17 +108,9 @@ struct SharedWindow {
 };
 Result<SharedWindow> win_allocate_shared(std::size_t bytes, MPI_Comm node, const Deadline& deadline);
 Status win_free(MPI_Win* window, MPI_Comm node, const Deadline& deadline);
-// Which ranks share a node (docs/fabrics.md 6.4: from the MPI shared-memory split, never from host names):
-// node_of[r] = the node of rank r, nodes numbered by their lowest rank; node_sizes[n] = ranks on node n.
-struct NodeLayout {
-  std::vector<int> node_of;
-  std::vector<int> node_sizes;
-  int nodes() const { return static_cast<int>(node_sizes.size()); }
-  // The common node size, or 0 when nodes differ in size.
-  int ranks_per_node() const;
-  // Rank r's index among the ranks of its node (0 for its node's lowest rank).
-  int local_index(int rank) const;
-};
+// Which ranks share a node (docs/fabrics.md 6.4: from the MPI shared-memory split, never from host names), as
+// the reference's NodeLayout (nodes numbered by their lowest rank, any sizes; SPEC 14.2).
+using NodeLayout = ::eps::NodeLayout;
 Result<NodeLayout> node_layout(MPI_Comm comm, const Deadline& deadline);
 // Every rank's value of `local`, in rank order (MPI_Iallgather with a deadline). `what` names the values in
 // the timeout diagnostic ("MPI_Iallgather of <what> on a communicator of ...").

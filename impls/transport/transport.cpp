@@ -80,10 +80,7 @@ Status validate_config(const TransportConfig& c, int num_ranks, const Capabiliti
   if (c.expert_alignment < 1 || c.expert_alignment > dispatch::kMaxExpertAlignment) {
     return out_of_range("expert_alignment", 1, dispatch::kMaxExpertAlignment, c.expert_alignment);
   }
-  if (c.ranks_per_node < 1 || c.ranks_per_node > num_ranks || num_ranks % c.ranks_per_node != 0) {
-    return invalid_argument("ranks_per_node", "must divide the rank count {}, got {}", num_ranks,
-                            c.ranks_per_node);
-  }
+  if (!c.nodes.node_of.empty()) EPS_RETURN_IF_ERROR(c.nodes.check(num_ranks));
   if (!(c.timeout_seconds > 0)) {
     return invalid_argument("timeout_seconds", "must be > 0, got {}", c.timeout_seconds);
   }

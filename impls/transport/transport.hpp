@@ -46,8 +46,8 @@
 //
 // Combine (`combine`, collective) with a handle from this transport, on the tree named in CombineInput:
 // - kHtRank / kHtTwoLevel (after kHtRankMajor): x [rows, H] bf16 holds one pre-weighted partial per
-//   received row; optional bias0 / bias1 [T_r, H]; the result follows docs/dispatch.md 5.5 (two-level: nodes
-//   are groups of config.ranks_per_node consecutive ranks).
+//   received row; optional bias0 / bias1 [T_r, H]; the result follows docs/dispatch.md 5.5 (two-level: the
+//   nodes of config.nodes, any sizes, docs/dispatch.md 5.5.1).
 // - kLlWeighted (after kHtExpertMajor: x [rows, H]; after kLl: x [L, C, H]): x holds the expert output
 //   y of each received row; the source computes bf16(sum over valid k ascending of w_k * y_k), exact 0
 //   for a token without a valid slot.
@@ -85,6 +85,7 @@
 #include "reference/dispatch/dispatch_plan.hpp"
 #include "reference/dispatch/layout.hpp"
 #include "reference/dispatch/ll_dispatch.hpp"
+#include "reference/dispatch/node_layout.hpp"
 #include "reference/numerics/bf16.hpp"
 #include "reference/numerics/quant_group.hpp"
 
@@ -136,7 +137,7 @@ struct TransportConfig {
   int max_tokens_per_rank = 0;  // T_max
   PayloadType dtype = PayloadType::kBf16;
   int expert_alignment = 1;  // docs/dispatch.md 5.2 / 5.3
-  int ranks_per_node = 1;    // emulated node size of ht-two-level; divides R
+  NodeLayout nodes;          // ht-two-level's nodes (real or emulated); empty = one rank per node
   double timeout_seconds = 60.0;
   device::Device* device = nullptr;       // where the caller's buffers live; null = host memory
   MemoryKind memory = MemoryKind::kHost;  // kDevice: every span is memory of `device`
@@ -230,8 +231,8 @@ class Transport {
 std::int64_t recv_capacity_rows(Layout layout, const TransportConfig& config, int num_ranks);
 
 // Shape checks shared by every backend's factory: E % R, K in [1, E], H in range and a multiple of 128
-// for fp8, T_max >= 0, alignment >= 1, ranks_per_node dividing R, timeout > 0, and the capability
-// limits. kInvalidArgument naming the field.
+// for fp8, T_max >= 0, alignment >= 1, nodes empty or placing the R ranks (NodeLayout::check), timeout > 0,
+// and the capability limits. kInvalidArgument naming the field.
 Status validate_config(const TransportConfig& config, int num_ranks, const Capabilities& caps);
 
 }  // namespace eps::transport

@@ -195,7 +195,7 @@ problem::ProblemShape shape_for(const TransportPlan& plan, int tokens) {
   s.top_k = static_cast<int>(plan.preset.preset->topk);
   s.hidden = plan.hidden;
   s.max_tokens = plan.max_tokens;
-  s.ranks_per_node = plan.preset.ranks_per_node;
+  s.nodes = plan.preset.layout;
   s.dtype = plan.dtype;
   s.tokens_per_rank = tokens;
   s.quantize = plan.quantize;
@@ -261,7 +261,7 @@ Result<std::shared_ptr<TransportPlan>> make_transport_plan(const BenchContext& c
   plan->timeout = p.number("timeout");
   plan->fabric = fabric::fabric_selection_from(p);
   EPS_ASSIGN_OR_RETURN(mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(plan->timeout)));
-  EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, mpi::size(), nodes.ranks_per_node()));
+  EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, nodes));
   EPS_ASSIGN_OR_RETURN(int local_rank, problem::node_local_rank(MPI_COMM_WORLD, plan->timeout));
   EPS_ASSIGN_OR_RETURN(plan->device, device::make_device(p.string("device"), local_rank));
   EPS_ASSIGN_OR_RETURN(plan->ranks_per_gpu,
@@ -324,7 +324,7 @@ Result<std::shared_ptr<LayerPlan>> make_layer_plan(const BenchContext& context, 
   plan->fabric = fabric::fabric_selection_from(p);
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));
   EPS_ASSIGN_OR_RETURN(mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(plan->timeout)));
-  EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, mpi::size(), nodes.ranks_per_node()));
+  EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, nodes));
   EPS_ASSIGN_OR_RETURN(plan->ceiling, choose_ceiling(p.string("ceiling"), nodes.nodes()));
   plan->seed = static_cast<std::uint64_t>(p.integer("seed"));
   const Preset& preset = *plan->preset.preset;
@@ -429,7 +429,7 @@ Result<std::shared_ptr<EplbPlan>> make_eplb_plan(const BenchContext& context, Js
   plan->fabric = fabric::fabric_selection_from(p);
   EPS_RETURN_IF_ERROR(fabric::validate_fabric_selection(plan->fabric));
   EPS_ASSIGN_OR_RETURN(mpi::NodeLayout nodes, mpi::node_layout(MPI_COMM_WORLD, Deadline(plan->timeout)));
-  EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, mpi::size(), nodes.ranks_per_node()));
+  EPS_ASSIGN_OR_RETURN(plan->preset, resolve_preset_flags(p, nodes));
   const Preset& preset = *plan->preset.preset;
   const int ranks = mpi::size();
   plan->steps = static_cast<int>(p.integer("steps"));
@@ -473,6 +473,13 @@ Result<std::shared_ptr<EplbPlan>> make_eplb_plan(const BenchContext& context, Js
   }
   spec.num_slots = static_cast<int>(slots);
   EPS_ASSIGN_OR_RETURN(spec.replica_rule, eplb::parse_replica_rule(p.string("replica-rule")));
+  if (plan->preset.ranks_per_node == 0) {
+    // Not yet (README): local-first's node and the move accounting of reference/eplb count uniform nodes.
+    return invalid_argument("--op",
+                            "bench eplb needs nodes of one size (its local-first rule counts uniform "
+                            "nodes); the nodes of this run hold {} ranks",
+                            plan->preset.layout.sizes_text());
+  }
   spec.ranks_per_node = plan->preset.ranks_per_node;
   if (!plan->all_policies && spec.slots() != spec.num_experts &&
       std::find(plan->policies.begin(), plan->policies.end(), "greedy") != plan->policies.end()) {

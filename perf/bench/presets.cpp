@@ -223,7 +223,6 @@ Result<const Preset*> find_preset(std::string_view name) {
 
 Result<ResolvedPreset> resolve_preset(std::string_view name, int ranks, int ranks_per_node,
                                       const TokenSweep& tokens) {
-  EPS_ASSIGN_OR_RETURN(const Preset* p, find_preset(name));
   if (ranks < 1) return out_of_range("ranks", 1, 1 << 20, ranks);
   if (ranks_per_node < 1 || ranks_per_node > ranks)
     return out_of_range("--ranks-per-node", 1, ranks, ranks_per_node);
@@ -231,11 +230,21 @@ Result<ResolvedPreset> resolve_preset(std::string_view name, int ranks, int rank
     return invalid_argument("--ranks-per-node", "must divide the rank count {}, got {}", ranks,
                             ranks_per_node);
   }
+  return resolve_preset(name, value_or_throw(NodeLayout::uniform(ranks, ranks_per_node)), tokens);
+}
+
+Result<ResolvedPreset> resolve_preset(std::string_view name, const NodeLayout& layout,
+                                      const TokenSweep& tokens) {
+  EPS_ASSIGN_OR_RETURN(const Preset* p, find_preset(name));
+  const int ranks = layout.ranks();
+  if (ranks < 1) return out_of_range("ranks", 1, 1 << 20, ranks);
+  EPS_RETURN_IF_ERROR(layout.check(ranks));
   ResolvedPreset r;
   r.preset = p;
   r.ranks = ranks;
-  r.ranks_per_node = ranks_per_node;
-  r.nodes = ranks / ranks_per_node;
+  r.layout = layout;
+  r.ranks_per_node = layout.ranks_per_node();
+  r.nodes = layout.nodes();
   r.local_experts = p->experts / ranks;
   r.topk_groups = p->groups > 1 ? std::min<std::int64_t>(r.nodes, p->topk_groups_cap) : 1;
   EPS_RETURN_IF_ERROR(check_shapes(*p, ranks, r.topk_groups));
@@ -267,24 +276,26 @@ std::vector<ParamSpec> preset_param_specs() {
                .kind = ParamKind::kInteger,
                .default_text = "0",
                .help =
-                   "Ranks per node of two-level trees and group-limited routing; 0 = derived from the MPI "
-                   "shared-memory split (set it to emulate nodes on one host)",
+                   "Ranks per node of two-level trees and group-limited routing; 0 = the nodes of the MPI "
+                   "shared-memory split, of any sizes (set it to emulate uniform nodes; refused when the "
+                   "real nodes differ in size)",
                .int_min = 0,
                .int_max = 65536});
   return c;
 }
 
-Result<ResolvedPreset> resolve_preset_flags(const Params& params, int ranks, int node_ranks_per_node) {
-  std::int64_t per_node = params.integer("ranks-per-node");
-  if (per_node == 0) {
-    if (node_ranks_per_node == 0) {
-      return invalid_argument("--ranks-per-node",
-                              "nodes hold different numbers of ranks; launch the same "
-                              "number per node or set --ranks-per-node");
-    }
-    per_node = node_ranks_per_node;
+Result<ResolvedPreset> resolve_preset_flags(const Params& params, const NodeLayout& real) {
+  const std::int64_t per_node = params.integer("ranks-per-node");
+  if (per_node == 0) return resolve_preset(params.string("preset"), real, params.sweep("tokens"));
+  // SPEC 14.2: the override emulates uniform nodes; it cannot describe (or hide) a real uneven layout.
+  if (real.ranks_per_node() == 0) {
+    return invalid_argument("--ranks-per-node",
+                            "is an override for uniform layouts only; the nodes of this run hold {} ranks "
+                            "(leave it unset: every command takes nodes of different sizes)",
+                            real.sizes_text());
   }
-  return resolve_preset(params.string("preset"), ranks, static_cast<int>(per_node), params.sweep("tokens"));
+  return resolve_preset(params.string("preset"), real.ranks(), static_cast<int>(per_node),
+                        params.sweep("tokens"));
 }
 
 std::string preset_header_block(const ResolvedPreset& r) {
@@ -292,9 +303,9 @@ std::string preset_header_block(const ResolvedPreset& r) {
   std::string out;
   out += fmt::format("#  workload         {} ({}): {}\n", p.name, p.mode, p.summary);
   out += fmt::format(
-      "#  shapes           tokens/rank {} (sweep {}), H {}, K {}, E {} (L {} on {} ranks, {} node(s))\n",
+      "#  shapes           tokens/rank {} (sweep {}), H {}, K {}, E {} (L {} on {} ranks, {} node(s){})\n",
       p.tokens_per_rank, fmt::join(r.tokens.values, ","), p.hidden, p.topk, p.experts, r.local_experts,
-      r.ranks, r.nodes);
+      r.ranks, r.nodes, r.ranks_per_node == 0 ? fmt::format(" of {} ranks", r.layout.sizes_text()) : "");
   out += fmt::format("#  experts          F {}, shared {} x F {}, S {}, layers {}\n", p.ffn, p.shared_experts,
                      p.shared_ffn, p.seq_len, p.layers);
   out += fmt::format("#  routing          {} (groups {}, topk_groups {}), k schedule {} {}..{}\n", p.router,
@@ -329,7 +340,8 @@ Json preset_to_json(const ResolvedPreset& r) {
               {"combine_dtype", p.combine_dtype},
               {"ranks", r.ranks},
               {"ranks_per_node", r.ranks_per_node},
-              {"nodes", r.nodes}};
+              {"nodes", r.nodes},
+              {"node_sizes", r.layout.node_sizes}};
 }
 
 }  // namespace eps

@@ -11,7 +11,7 @@
 // token sweep). Every refusal is kInvalidArgument (exit 2) with the reason:
 //   unknown name      "--preset: unknown preset 'x'; valid: ht-deepseek-v3, ll-deepseek-v3, ..."
 //   E % R != 0        "--preset ll-deepseek-v3: 256 experts cannot be split evenly over 3 ranks ..."
-//   ranks_per_node    must divide the rank count (nodes are emulated with equal sizes)
+//   ranks_per_node    must divide the rank count (emulated nodes have equal sizes; real ones may differ)
 //   fp8 and H % 128   docs/numerics.md 1.2
 //   tokens            each swept count must fit the preset (EC: a multiple of S; 0 is allowed)
 #pragma once
@@ -25,6 +25,7 @@
 #include "impls/runtime/json_io.hpp"
 #include "impls/runtime/params.hpp"
 #include "reference/common/status.hpp"
+#include "reference/dispatch/node_layout.hpp"
 
 namespace eps {
 
@@ -62,7 +63,8 @@ Result<const Preset*> find_preset(std::string_view name);
 struct ResolvedPreset {
   const Preset* preset = nullptr;
   int ranks = 1;
-  int ranks_per_node = 1;
+  NodeLayout layout;       // the nodes of two-level trees and group-limited routing (SPEC 14.2)
+  int ranks_per_node = 1;  // layout.ranks_per_node(): 0 when the nodes differ in size
   int nodes = 1;
   std::int64_t local_experts = 0;  // L = E / R
   std::int64_t topk_groups = 1;
@@ -70,17 +72,22 @@ struct ResolvedPreset {
   std::int64_t max_tokens = 0;  // T_max = largest swept count (docs/dispatch.md 5.4)
 };
 
-// ranks >= 1; ranks_per_node in [1, ranks] and dividing ranks; `tokens` with no values = the preset's.
+// ranks >= 1; ranks_per_node in [1, ranks] and dividing ranks (errors name --ranks-per-node): uniform nodes;
+// `tokens` with no values = the preset's.
 Result<ResolvedPreset> resolve_preset(std::string_view name, int ranks, int ranks_per_node,
+                                      const TokenSweep& tokens);
+// The same on the nodes of `layout` (any sizes; its ranks are the run's).
+Result<ResolvedPreset> resolve_preset(std::string_view name, const NodeLayout& layout,
                                       const TokenSweep& tokens);
 
 // The flags that choose and shape a preset: --preset, --tokens, --ranks-per-node.
 std::vector<ParamSpec> preset_param_specs();
 
-// resolve_preset with the flags of preset_param_specs(): --ranks-per-node 0 (the default) takes the node
-// size of the MPI shared-memory split (`ranks_per_node` of the run's node layout; nodes of unequal size are
-// refused). Not collective: the caller passes the layout.
-Result<ResolvedPreset> resolve_preset_flags(const Params& params, int ranks, int node_ranks_per_node);
+// resolve_preset with the flags of preset_param_specs(): --ranks-per-node 0 (the default) takes the nodes of
+// the MPI shared-memory split (`real`, any sizes); a value > 0 emulates uniform nodes and is refused (exit 2,
+// naming the flag and the node sizes found) when the real nodes differ in size (SPEC 14.2). Not
+// collective: the caller passes the layout.
+Result<ResolvedPreset> resolve_preset_flags(const Params& params, const NodeLayout& real);
 
 // "#  preset           smoke: ..." lines and the JSON object of every field (config echo).
 std::string preset_header_block(const ResolvedPreset& resolved);

@@ -66,12 +66,10 @@ void BM_CombineHtRank(benchmark::State& state) {
   const std::vector<bf16> rows = payload_rows(kHtTokens * kHtRecordsPerToken, hidden);
   std::vector<std::int64_t> token_begin(kHtTokens + 1);
   std::vector<std::int64_t> record_rows(static_cast<std::size_t>(kHtTokens) * kHtRecordsPerToken);
-  std::vector<std::int32_t> record_ranks(record_rows.size());
   for (int t = 0; t <= kHtTokens; ++t) token_begin[static_cast<std::size_t>(t)] = t * kHtRecordsPerToken;
   for (std::size_t j = 0; j < record_rows.size(); ++j) {
     const auto q = static_cast<std::int64_t>(j % kHtRecordsPerToken);
     record_rows[j] = q * kHtTokens + static_cast<std::int64_t>(j / kHtRecordsPerToken);  // rank q's slot
-    record_ranks[j] = static_cast<std::int32_t>(q);
   }
   std::vector<bf16> out(static_cast<std::size_t>(kHtTokens) * hidden);
   CombineHtArgs args;
@@ -80,7 +78,6 @@ void BM_CombineHtRank(benchmark::State& state) {
   args.hidden = hidden;
   args.token_begin = token_begin.data();
   args.record_rows = record_rows.data();
-  args.record_ranks = record_ranks.data();
   args.rows = rows.data();
   args.row_stride = hidden;
   for (auto _ : state) {

@@ -53,17 +53,6 @@ void start_with_bias(const CombineBias& bias, int rank, int token, std::span<bf1
   acc.start(bias.bias0 ? bias0 : std::span<bf16>(), bias.bias1 ? bias1 : std::span<bf16>());
 }
 
-Status check_ranks_per_node(const DispatchPlan& plan, int ranks_per_node) {
-  if (ranks_per_node < 1 || ranks_per_node > plan.num_ranks()) {
-    return out_of_range("ranks_per_node", 1, plan.num_ranks(), ranks_per_node);
-  }
-  if (plan.num_ranks() % ranks_per_node != 0) {
-    return invalid_argument("ranks_per_node", "must divide num_ranks ({}), got {}", plan.num_ranks(),
-                            ranks_per_node);
-  }
-  return Status::ok_status();
-}
-
 // Runs `combine_row(t, out_row)` for every token of `rank` into a [T_rank, H] output.
 template <typename RowFn>
 std::vector<bf16> combine_rows(const DispatchPlan& plan, int rank, RowFn combine_row) {
@@ -94,24 +83,28 @@ Result<std::vector<bf16>> expected_ht_rank_combine(const DispatchPlan& plan, int
 }
 
 Result<std::vector<bf16>> expected_ht_two_level_combine(const DispatchPlan& plan, int rank,
-                                                        int ranks_per_node, const PartialRowFn& partial,
+                                                        const NodeLayout& nodes, const PartialRowFn& partial,
                                                         const CombineBias& bias) {
   EPS_RETURN_IF_ERROR(detail::check_rank(plan, rank));
-  EPS_RETURN_IF_ERROR(check_ranks_per_node(plan, ranks_per_node));
+  EPS_RETURN_IF_ERROR(nodes.check(plan.num_ranks()));
   const auto hidden = static_cast<std::size_t>(plan.hidden());
   CombineAccumulator acc(plan.hidden()), node_acc(plan.hidden());
   std::vector<bf16> scratch(hidden), node_row(hidden), bias0(hidden), bias1(hidden);
   return combine_rows(plan, rank, [&](int t, std::span<bf16> out) {
     start_with_bias(bias, rank, t, bias0, bias1, acc);
     const std::span<const int> dst = plan.dst_ranks(rank, t);
-    // dst is ascending, so the ranks of one node are consecutive in it.
-    for (std::size_t i = 0; i < dst.size();) {
-      const int node = dst[i] / ranks_per_node;
+    // Nodes ascending; inside a node its destinations ascending (dst is ascending). A node may hold
+    // non-consecutive ranks, so each node filters the whole list.
+    for (int node = 0; node < nodes.nodes(); ++node) {
+      bool any = false;
       node_acc.start();
-      for (; i < dst.size() && dst[i] / ranks_per_node == node; ++i) {
-        partial(dst[i], rank, t, scratch);
+      for (int q : dst) {
+        if (nodes.node_of[static_cast<std::size_t>(q)] != node) continue;
+        partial(q, rank, t, scratch);
         node_acc.add(scratch);
+        any = true;
       }
+      if (!any) continue;
       node_acc.round(node_row);
       acc.add(node_row);
     }

@@ -11,12 +11,13 @@
 //   right. This equals "start from 0.0f, add bias0, bias1, then the partials" except when both biases are
 //   -0.0 (then -0.0 vs +0.0 in the first add); DeepEP initializes its accumulator as bias0 + bias1, as here.
 //   A token with no destination gives bf16(bias0 + bias1), +0.0 without biases.
-// - `ht-two-level` (DeepEP V1 internode): nodes are groups of `ranks_per_node` consecutive ranks
-//   (node n = q / ranks_per_node). For each node n holding some q ∈ dst_ranks(r, t), ascending n:
+// - `ht-two-level` (DeepEP V1 internode): the nodes of a NodeLayout (docs/dispatch.md 5.5.1: any sizes,
+//   numbered by their lowest rank; node n = nodes.node_of[q]). For each node n holding some
+//   q ∈ dst_ranks(r, t), ascending n:
 //     node_n = bf16(0.0f + Σ_{q ∈ dst_ranks(r, t) on node n, ascending} fp32(partial(q, r, t)))
 //   then, biases FIRST (the same initial value as ht-rank, DeepEP's RDMA-side order):
 //     acc = fp32(bias0) + fp32(bias1);  acc = acc + fp32(node_n) for those n ascending;  out = bf16(acc)
-//   Nodes without a destination contribute nothing (not even +0.0). With ranks_per_node = 1 it equals
+//   Nodes without a destination contribute nothing (not even +0.0). With one rank per node it equals
 //   ht-rank bit for bit.
 // - `ll-weighted` (DeepEP LL, pplx, NCCL EP expert-major):
 //     acc = 0.0f;  acc = acc + fp32(w_k) * fp32(slot_output(r, t, k)) for valid k ascending;  out = bf16(acc)
@@ -37,6 +38,7 @@
 #include "reference/dispatch/combine_tree.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
 #include "reference/dispatch/mismatch_report.hpp"
+#include "reference/dispatch/node_layout.hpp"
 #include "reference/numerics/bf16.hpp"
 
 namespace eps::dispatch {
@@ -54,12 +56,12 @@ struct CombineBias {
   BiasRowFn bias1;
 };
 
-// Each returns [T_rank, H] row-major. Errors: rank outside [0, R); for ht-two-level, ranks_per_node
-// outside [1, R] or not a divisor of R.
+// Each returns [T_rank, H] row-major. Errors: rank outside [0, R); for ht-two-level, a node layout that
+// fails NodeLayout::check(R).
 Result<std::vector<bf16>> expected_ht_rank_combine(const DispatchPlan& plan, int rank,
                                                    const PartialRowFn& partial, const CombineBias& bias = {});
 Result<std::vector<bf16>> expected_ht_two_level_combine(const DispatchPlan& plan, int rank,
-                                                        int ranks_per_node, const PartialRowFn& partial,
+                                                        const NodeLayout& nodes, const PartialRowFn& partial,
                                                         const CombineBias& bias = {});
 Result<std::vector<bf16>> expected_ll_combine(const DispatchPlan& plan, int rank,
                                               const SlotOutputFn& slot_output);

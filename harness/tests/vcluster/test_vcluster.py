@@ -7,6 +7,9 @@ vcluster_<case> with label vcluster, sharing one cluster (conftest.py).
                    the two real nodes); the proxy transport too under imm-seq
   transport-chaos  the same under --chaos seed=7 with every strategy that tolerates reordering; the proxy
                    transport too under sender-barrier
+  uneven-nodes     3 ranks on the 2 nodes (2 + 1, SPEC 14.2): the transport conformance's ht-two-level cases
+                   over the real uneven nodes, `epsuite run --preset smoke` naming the node sizes, and
+                   --ranks-per-node refused with exit 2 naming the flag and the sizes
   run-smoke        the README main command (`epsuite run --preset smoke`) across the nodes: exit 0, both
                    hosts in the platform block, the direct transport's fabric recorded as auto(shm+...)
   bench-tcp        `bench roundtrip` of direct over libfabric:tcp between the nodes against mpi, checked (-c),
@@ -104,6 +107,29 @@ def test_run_smoke(cluster, tmp_path):
     assert fabrics == {"auto(shm+libfabric:tcp)"}, f"direct recorded fabrics {sorted(fabrics)}"
     print(f"epsuite run --preset smoke on 2 nodes x 2 ranks: exit 0 in {result.seconds:.1f} s; direct over "
           f"{fabrics.pop()}")
+
+
+def test_uneven_nodes(cluster, tmp_path):
+    bad = cluster.mpirun([cluster.epsuite, "run", "--preset", "smoke", "--ranks-per-node", "1", "--out",
+                          tmp_path / "refused", "--force"], tmp_path, ranks=3)
+    assert bad.returncode == 2, f"--ranks-per-node over uneven nodes exited {bad.returncode}"
+    assert "--ranks-per-node: is an override for uniform layouts only; the nodes of this run hold 2, 1 ranks" \
+        in bad.output, "the refusal does not name the flag and the node sizes"
+    assert not (tmp_path / "refused" / "report.md").exists(), "a refused run wrote a report"
+    conformance = cluster.mpirun([cluster.build.program("transport_conformance"), "--transport", "direct",
+                                  "--fabric", "auto", "--gtest_filter=*ht_two_level*"], tmp_path, ranks=3)
+    expect_ok(conformance, "ht-two-level conformance on nodes of 2 and 1 ranks")
+    passed = re.search(r"\[\s+PASSED\s+\] (\d+) test", conformance.output)
+    assert passed and int(passed.group(1)) > 0, "no ht-two-level case ran"
+    out_dir = tmp_path / "run-uneven"
+    result = cluster.mpirun([cluster.epsuite, "run", "--preset", "smoke", "--out", out_dir, "--force"], tmp_path,
+                            ranks=3)
+    expect_ok(result, "epsuite run --preset smoke on nodes of 2 and 1 ranks")
+    assert "3 ranks on 2 node(s) of 2, 1 ranks (node0, node1)" in result.output, "the platform line"
+    report = (out_dir / "report.md").read_text(encoding="utf-8")
+    assert "node0" in report and "node1" in report, "the platform block does not list both hosts"
+    print(f"uneven nodes (2 + 1): {passed.group(1)} ht-two-level cases passed in {conformance.seconds:.1f} s; "
+          f"smoke run exit 0 in {result.seconds:.1f} s")
 
 
 def test_bench_tcp(cluster, tmp_path):

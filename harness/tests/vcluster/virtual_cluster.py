@@ -67,12 +67,13 @@ class Cluster:
         # GTEST_* reaches the ranks through ci/vcluster's -x.
         return {**os.environ, "GTEST_COLOR": "no", **(extra or {})}
 
-    def command(self, args, extra=()):
-        return [self.script, "mpirun", "-np", str(RANKS), *extra, *args]
+    def command(self, args, extra=(), ranks=RANKS):
+        return [self.script, "mpirun", "-np", str(ranks), *extra, *args]
 
-    def mpirun(self, args, cwd, extra=(), timeout=600, env=None):
-        """`ci/vcluster mpirun -np RANKS [extra] args` to its end."""
-        return support.run(self.command(args, extra), timeout=timeout, cwd=cwd, env=self.env(env))
+    def mpirun(self, args, cwd, extra=(), timeout=600, env=None, ranks=RANKS):
+        """`ci/vcluster mpirun -np ranks [extra] args` to its end (ranks fill node0's slots first: 3 ranks on the
+        2 nodes are 2 + 1)."""
+        return support.run(self.command(args, extra, ranks), timeout=timeout, cwd=cwd, env=self.env(env))
 
     def epsuite_processes(self):
         """epsuite bench ranks still alive in any node namespace, as 'namespace: pid'."""

@@ -78,16 +78,16 @@ struct CombineLlArgs {
 };
 
 // The ht-rank and ht-two-level combine trees (docs/dispatch.md 5.5). Token t's records are
-// [token_begin[t], token_begin[t + 1]), in ascending expert-side rank record_ranks[...]; record j's row is
-// rows[record_rows[j]]. ranks_per_node 0 = ht-rank; > 0 = ht-two-level with nodes of that many ranks.
+// [token_begin[t], token_begin[t + 1]), in ascending expert-side rank; record j's row is rows[record_rows[j]]
+// and its rank's node is record_nodes[j] (docs/dispatch.md 5.5.1: nodes numbered by lowest rank, any sizes,
+// not necessarily consecutive ranks). record_nodes null = ht-rank; set = ht-two-level.
 struct CombineHtArgs {
   bf16* out = nullptr;  // [tokens, hidden]
   std::int64_t tokens = 0;
   std::int32_t hidden = 0;
-  std::int32_t ranks_per_node = 0;
   const std::int64_t* token_begin = nullptr;  // [tokens + 1]
   const std::int64_t* record_rows = nullptr;
-  const std::int32_t* record_ranks = nullptr;
+  const std::int32_t* record_nodes = nullptr;
   const bf16* rows = nullptr;
   std::int64_t row_stride = 0;
   const bf16* bias0 = nullptr;  // [tokens, hidden] or null

@@ -183,34 +183,40 @@ EPS_HD inline void combine_ht_rank_channels(std::int64_t t, int c0, int n, const
     add_bf16_row<kWidth>(acc, a.rows + a.record_rows[j] * a.row_stride + c0, n);
   store_bf16_row<kWidth>(a.out + at, acc, n);
 }
-// ht-two-level: the bias, then per node (ascending) the bf16 rounding of the fp32 sum of its ranks' rows from
-// +0.0f.
+// ht-two-level: the bias, then per node (ascending node number) the bf16 rounding of the fp32 sum of its
+// ranks' rows (ascending rank) from +0.0f. A node's records need not be consecutive, so each pass picks the
+// smallest node above the last one and sums its records (passes = nodes the token reaches, at most K).
+EPS_HD inline int next_record_node(const std::int32_t* record_nodes, std::int64_t begin, std::int64_t end,
+                                   int after) {
+  int next = -1;
+  for (std::int64_t j = begin; j < end; ++j) {
+    const int node = record_nodes[j];
+    if (node > after && (next < 0 || node < next)) next = node;
+  }
+  return next;
+}
 template <int kWidth>
 EPS_HD inline void combine_ht_two_level_channels(std::int64_t t, int c0, int n, const CombineHtArgs& a) {
   const std::int64_t at = t * a.hidden + c0;
+  const std::int64_t begin = a.token_begin[t];
+  const std::int64_t end = a.token_begin[t + 1];
   float acc[kWidth];
   float node_acc[kWidth];
   combine_ht_bias<kWidth>(acc, at, n, a);
-  int node = -1;
-  for (std::int64_t j = a.token_begin[t]; j < a.token_begin[t + 1]; ++j) {
-    const int record_node = a.record_ranks[j] / a.ranks_per_node;
-    if (record_node != node) {
-      if (node >= 0) {
-        EPS_UNROLL for (int c = 0; c < kWidth; ++c) acc[c] = acc[c] + round_to_bf16(node_acc[c]);
-      }
-      EPS_UNROLL for (int c = 0; c < kWidth; ++c) node_acc[c] = 0.0f;
-      node = record_node;
+  for (int node = next_record_node(a.record_nodes, begin, end, -1); node >= 0;
+       node = next_record_node(a.record_nodes, begin, end, node)) {
+    EPS_UNROLL for (int c = 0; c < kWidth; ++c) node_acc[c] = 0.0f;
+    for (std::int64_t j = begin; j < end; ++j) {
+      if (a.record_nodes[j] == node)
+        add_bf16_row<kWidth>(node_acc, a.rows + a.record_rows[j] * a.row_stride + c0, n);
     }
-    add_bf16_row<kWidth>(node_acc, a.rows + a.record_rows[j] * a.row_stride + c0, n);
-  }
-  if (node >= 0) {
     EPS_UNROLL for (int c = 0; c < kWidth; ++c) acc[c] = acc[c] + round_to_bf16(node_acc[c]);
   }
   store_bf16_row<kWidth>(a.out + at, acc, n);
 }
 template <int kWidth>
 EPS_HD inline void combine_ht_channels(std::int64_t t, int c0, int n, const CombineHtArgs& a) {
-  if (a.ranks_per_node == 0) {
+  if (a.record_nodes == nullptr) {
     combine_ht_rank_channels<kWidth>(t, c0, n, a);
   } else {
     combine_ht_two_level_channels<kWidth>(t, c0, n, a);

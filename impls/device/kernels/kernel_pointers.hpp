@@ -36,7 +36,7 @@ EPS_POINTER_FIELDS(Fp8DequantizeArgs, EPS_AT(Fp8DequantizeArgs, codes), EPS_AT(F
 EPS_POINTER_FIELDS(CombineLlArgs, EPS_AT(CombineLlArgs, out), EPS_AT(CombineLlArgs, weights),
                    EPS_AT(CombineLlArgs, slot_rows), EPS_AT(CombineLlArgs, rows))
 EPS_POINTER_FIELDS(CombineHtArgs, EPS_AT(CombineHtArgs, out), EPS_AT(CombineHtArgs, token_begin),
-                   EPS_AT(CombineHtArgs, record_rows), EPS_AT(CombineHtArgs, record_ranks),
+                   EPS_AT(CombineHtArgs, record_rows), EPS_AT(CombineHtArgs, record_nodes),
                    EPS_AT(CombineHtArgs, rows), EPS_AT(CombineHtArgs, bias0), EPS_AT(CombineHtArgs, bias1))
 EPS_POINTER_FIELDS(TreeGemmArgs, EPS_AT(TreeGemmArgs, x), EPS_AT(TreeGemmArgs, w), EPS_AT(TreeGemmArgs, out))
 EPS_POINTER_FIELDS(SwigluGateArgs, EPS_AT(SwigluGateArgs, a), EPS_AT(SwigluGateArgs, b),

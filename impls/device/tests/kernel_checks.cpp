@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "impls/channel/fifo_host.hpp"
 #include "impls/device/device_expert.hpp"
@@ -246,17 +247,19 @@ AssertionResult check_combine_ll(Device& device, const dispatch::DispatchPlan& p
   return bits_equal("combine_ll", want.data(), got.data(), want.size());
 }
 
-AssertionResult check_combine_ht(Device& device, const dispatch::DispatchPlan& plan, int ranks_per_node,
-                                 bool bias) {
+// `groups` empty = ht-rank; else ht-two-level over NodeLayout::from_groups(groups).
+AssertionResult check_combine_ht(Device& device, const dispatch::DispatchPlan& plan,
+                                 const std::vector<int>& groups, bool bias) {
+  const NodeLayout nodes = NodeLayout::from_groups(groups);
   const int tokens = plan.num_tokens(0);
   std::vector<bf16> rows;
   std::vector<std::int64_t> token_begin{0};
   std::vector<std::int64_t> record_rows;
-  std::vector<std::int32_t> record_ranks;
+  std::vector<std::int32_t> record_nodes;
   for (int t = 0; t < tokens; ++t) {
     for (int q : plan.dst_ranks(0, t)) {
       record_rows.push_back(static_cast<std::int64_t>(rows.size() / kCombineHidden));
-      record_ranks.push_back(q);
+      if (!groups.empty()) record_nodes.push_back(nodes.node_of[static_cast<std::size_t>(q)]);
       for (int c = 0; c < kCombineHidden; ++c) rows.push_back(partial_value(q, t, 0, c));
     }
     token_begin.push_back(static_cast<std::int64_t>(record_rows.size()));
@@ -280,24 +283,22 @@ AssertionResult check_combine_ht(Device& device, const dispatch::DispatchPlan& p
       }
     }
   }
-  const auto want =
-      value_or_throw(ranks_per_node == 0
-                         ? dispatch::expected_ht_rank_combine(plan, 0, partial, biases)
-                         : dispatch::expected_ht_two_level_combine(plan, 0, ranks_per_node, partial, biases));
+  const auto want = value_or_throw(
+      groups.empty() ? dispatch::expected_ht_rank_combine(plan, 0, partial, biases)
+                     : dispatch::expected_ht_two_level_combine(plan, 0, nodes, partial, biases));
   Buffer d_rows = upload(device, rows);
   Buffer d_begin = upload(device, token_begin);
   Buffer d_record_rows = upload(device, record_rows);
-  Buffer d_record_ranks = upload(device, record_ranks);
+  Buffer d_record_nodes = upload(device, record_nodes);
   Buffer d_bias0 = upload(device, bias0);
   Buffer d_bias1 = upload(device, bias1);
   Buffer d_out = poisoned<bf16>(device, want.size());
   CombineHtArgs args{d_out.as<bf16>(),
                      tokens,
                      kCombineHidden,
-                     ranks_per_node,
                      d_begin.as<std::int64_t>(),
                      d_record_rows.as<std::int64_t>(),
-                     d_record_ranks.as<std::int32_t>(),
+                     groups.empty() ? nullptr : d_record_nodes.as<std::int32_t>(),
                      d_rows.as<bf16>(),
                      kCombineHidden,
                      bias ? d_bias0.as<bf16>() : nullptr,
@@ -305,8 +306,8 @@ AssertionResult check_combine_ht(Device& device, const dispatch::DispatchPlan& p
   const Status s = device.run(args);
   if (!s.ok()) return AssertionFailure() << s.message();
   const std::vector<bf16> got = download<bf16>(device, d_out, want.size());
-  return bits_equal(fmt::format("combine_ht (ranks_per_node {}, bias {})", ranks_per_node, bias), want.data(),
-                    got.data(), want.size());
+  return bits_equal(fmt::format("combine_ht (nodes [{}], bias {})", fmt::join(groups, " "), bias),
+                    want.data(), got.data(), want.size());
 }
 
 }  // namespace
@@ -315,9 +316,12 @@ AssertionResult check_combine(Device& device) {
   const dispatch::DispatchPlan plan = combine_plan();
   AssertionResult ll = check_combine_ll(device, plan);
   if (!ll) return ll;
-  for (int ranks_per_node : {0, 1, 2, 3}) {
+  // ht-rank; nodes of 1, 2 and 3 ranks; nodes of unequal size and of non-consecutive ranks (5.5.1).
+  const std::vector<std::vector<int>> layouts{
+      {}, {0, 1, 2, 3, 4, 5}, {0, 0, 1, 1, 2, 2}, {0, 0, 0, 1, 1, 1}, {0, 1, 1, 1, 1, 2}, {0, 1, 0, 2, 1, 0}};
+  for (const std::vector<int>& groups : layouts) {
     for (bool bias : {false, true}) {
-      AssertionResult ht = check_combine_ht(device, plan, ranks_per_node, bias);
+      AssertionResult ht = check_combine_ht(device, plan, groups, bias);
       if (!ht) return ht;
     }
   }

@@ -251,10 +251,11 @@ Status DataPath::reduce(CombineTree tree, const SendPlan& plan, const CombineInd
   args.out = out.data();
   args.tokens = plan.num_tokens;
   args.hidden = config_.hidden;
-  args.ranks_per_node = tree == CombineTree::kHtTwoLevel ? config_.ranks_per_node : 0;
   EPS_ASSIGN_OR_RETURN(args.token_begin, kernel_index(std::span<const std::int64_t>(index.token_begin)));
   EPS_ASSIGN_OR_RETURN(args.record_rows, kernel_index(std::span<const std::int64_t>(index.record_rows)));
-  EPS_ASSIGN_OR_RETURN(args.record_ranks, kernel_index(std::span<const std::int32_t>(index.record_ranks)));
+  if (tree == CombineTree::kHtTwoLevel) {
+    EPS_ASSIGN_OR_RETURN(args.record_nodes, kernel_index(std::span<const std::int32_t>(index.record_nodes)));
+  }
   args.rows = rows;
   args.row_stride = config_.hidden;
   args.bias0 = bias0.empty() ? nullptr : bias0.data();

@@ -283,7 +283,8 @@ Status MpiProtocol::combine(const RoutedHandle& handle, const CombineInput& in, 
   const CombineIndex index =
       in.tree == CombineTree::kLlWeighted
           ? ll_combine_index(config_.top_k, p.num_tokens, p.record_token, p.record_slot, record_rows)
-          : ht_combine_index(size_, p.num_tokens, p.destination_begin, p.record_token, record_rows);
+          : ht_combine_index(size_, config_.nodes.node_of, p.num_tokens, p.destination_begin, p.record_token,
+                             record_rows);
   return data_path_.reduce(in.tree, p, index, back.data(), in.bias0, in.bias1, out.out);
 }
 

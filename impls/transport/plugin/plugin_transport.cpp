@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "impls/device/cpu/cpu_device.hpp"
 #include "impls/runtime/deadline.hpp"
@@ -227,7 +228,23 @@ class PluginTransport final : public Transport {
   device::Buffer codes_, scales_;
 };
 
+// ABI v1's ht-two-level nodes are groups of ranks_per_node consecutive ranks (ep_plugin_v1.h): config.nodes
+// (empty = one rank per node) as that number, or kUnavailable for nodes it cannot describe (SPEC 14.2).
+Result<int> abi_ranks_per_node(const NodeLayout& nodes, int size) {
+  if (nodes.node_of.empty()) return 1;
+  const int per_node = nodes.ranks_per_node();
+  if (per_node > 0 && NodeLayout::uniform(size, per_node).ok() &&
+      NodeLayout::uniform(size, per_node)->node_of == nodes.node_of)
+    return per_node;
+  return Status(
+      StatusCode::kUnavailable,
+      fmt::format("plugin ABI v1 describes ht-two-level's nodes as equal groups of consecutive ranks; "
+                  "these nodes hold {} ranks (node of each rank: {})",
+                  nodes.sizes_text(), fmt::join(nodes.node_of, ",")));
+}
+
 Status PluginTransport::init(const mpi::NodeLayout& nodes) {
+  EPS_ASSIGN_OR_RETURN(const int ranks_per_node, abi_ranks_per_node(config_.nodes, size_));
   const int node = nodes.node_of[static_cast<std::size_t>(rank_)];
   const std::string device = config_.device != nullptr ? config_.device->describe() : "host";
   eps_plugin_config_v1 c{};
@@ -243,7 +260,7 @@ Status PluginTransport::init(const mpi::NodeLayout& nodes) {
   c.max_tokens_per_rank = config_.max_tokens_per_rank;
   c.dtype = config_.dtype == PayloadType::kFp8 ? EPS_PLUGIN_DTYPE_FP8 : EPS_PLUGIN_DTYPE_BF16;
   c.expert_alignment = config_.expert_alignment;
-  c.ranks_per_node = config_.ranks_per_node;
+  c.ranks_per_node = ranks_per_node;
   c.memory = memory_;
   c.device_ordinal = memory_ == EPS_PLUGIN_MEMORY_DEVICE && config_.device != nullptr
                          ? config_.device->properties().ordinal

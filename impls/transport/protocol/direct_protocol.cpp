@@ -472,7 +472,8 @@ const CombineIndex& DirectProtocol::combine_index(const DirectHandle& h) const {
   h.combine_index =
       plan.layout == Layout::kLl
           ? ll_combine_index(config_.top_k, plan.num_tokens, plan.record_token, plan.record_slot, record_rows)
-          : ht_combine_index(size_, plan.num_tokens, plan.destination_begin, plan.record_token, record_rows);
+          : ht_combine_index(size_, config_.nodes.node_of, plan.num_tokens, plan.destination_begin,
+                             plan.record_token, record_rows);
   return h.combine_index;
 }
 

@@ -80,8 +80,9 @@ TEST(ValidateConfig, NamesTheFieldAndRange) {
   bad.top_k = 17;
   EXPECT_EQ(validate_config(bad, 4, caps).message(), "top_k: must be in [1, 16], got 17");
   bad = c;
-  bad.ranks_per_node = 3;
-  EXPECT_EQ(validate_config(bad, 4, caps).message(), "ranks_per_node: must divide the rank count 4, got 3");
+  bad.nodes = NodeLayout::from_groups(std::vector<int>{0, 0, 1});
+  EXPECT_EQ(validate_config(bad, 4, caps).message(),
+            "nodes: must place the 4 ranks of the run, got a layout of 3");
 }
 
 TEST(MpiCapabilities, DeclaresEveryContractOfIssue4) {

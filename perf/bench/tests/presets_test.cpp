@@ -1,6 +1,11 @@
 // docs/presets.md 11 presets as data, and the refusals of resolve_preset (exit 2 with the reason).
 #include "perf/bench/presets.hpp"
 
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace eps {
@@ -129,6 +134,45 @@ TEST(Presets, RanksPerNodeMustDivideTheRankCount) {
             "--ranks-per-node: must divide the rank count 4, got 3");
   EXPECT_EQ(resolve_preset("smoke", 4, 5, {}).status().message(),
             "--ranks-per-node: must be in [1, 4], got 5");
+}
+
+// The preset flags resolved from their EPSUITE_* twins (`env`: name -> value).
+Result<ResolvedPreset> resolve_with(const std::map<std::string, std::string>& env, const NodeLayout& real) {
+  Params params(preset_param_specs());
+  const Status s = params.resolve([&env](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  });
+  if (!s.ok()) return s;
+  return resolve_preset_flags(params, real);
+}
+
+// SPEC 14.2: nodes of different sizes are taken as they are; --ranks-per-node emulates uniform nodes and is
+// refused over a real uneven layout, naming the flag and the sizes found.
+TEST(Presets, UnevenNodesAreTakenAndTheOverrideIsRefusedOverThem) {
+  const NodeLayout uneven = NodeLayout::from_groups(std::vector<int>{0, 1, 1});  // 1 + 2 ranks
+  Result<ResolvedPreset> r = resolve_with({{"EPSUITE_PRESET", "smoke"}}, uneven);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->nodes, 2);
+  EXPECT_EQ(r->ranks_per_node, 0);
+  EXPECT_EQ(r->layout.node_sizes, (std::vector<int>{1, 2}));
+  Result<ResolvedPreset> grouped =
+      resolve_with({{"EPSUITE_PRESET", "smoke"}}, NodeLayout::from_groups(std::vector<int>{0, 1, 1, 1}));
+  ASSERT_TRUE(grouped.ok()) << grouped.status().message();
+  EXPECT_EQ(grouped->topk_groups, 2);  // group-limited routing: min(2 real nodes, cap 4)
+  EXPECT_NE(preset_header_block(*grouped).find("2 node(s) of 1, 3 ranks"), std::string::npos);
+  EXPECT_EQ(preset_to_json(*grouped)["node_sizes"], Json({1, 3}));
+  Result<ResolvedPreset> overridden = resolve_with({{"EPSUITE_RANKS_PER_NODE", "2"}}, uneven);
+  EXPECT_EQ(overridden.status().exit_code(), 2);
+  EXPECT_EQ(
+      overridden.status().message(),
+      "--ranks-per-node: is an override for uniform layouts only; the nodes of this run hold 1, 2 ranks "
+      "(leave it unset: every command takes nodes of different sizes)");
+  // Over a uniform real layout the override still emulates nodes.
+  Result<ResolvedPreset> emulated =
+      resolve_with({{"EPSUITE_RANKS_PER_NODE", "2"}}, value_or_throw(NodeLayout::uniform(4, 4)));
+  ASSERT_TRUE(emulated.ok()) << emulated.status().message();
+  EXPECT_EQ(emulated->nodes, 2);
 }
 
 TEST(Presets, DerivedValues) {

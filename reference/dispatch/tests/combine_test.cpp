@@ -13,6 +13,10 @@
 namespace eps::dispatch {
 namespace {
 
+NodeLayout nodes_of(int ranks, int ranks_per_node) {
+  return value_or_throw(NodeLayout::uniform(ranks, ranks_per_node));
+}
+
 using testing::bits_of;
 using testing::routing;
 
@@ -50,7 +54,7 @@ TEST(CombineTrees, BiasIsAddedBeforeThePartials) {
   EXPECT_EQ(bits_of(value_or_throw(expected_ht_rank_combine(plan, 0, partial, {{}, constant_bias(1.0f)}))),
             (std::vector<std::uint16_t>{0x3F80}));
   // ht-two-level with one rank per node has the same order: bias, then nodes 0, 1, 2.
-  EXPECT_EQ(bits_of(value_or_throw(expected_ht_two_level_combine(plan, 0, 1, partial, bias))),
+  EXPECT_EQ(bits_of(value_or_throw(expected_ht_two_level_combine(plan, 0, nodes_of(3, 1), partial, bias))),
             (std::vector<std::uint16_t>{0x3F80}));
   // Without the bias: 0 + 2^-8 + 2^-24 + 2^-24 = 2^-8 + 2^-23 exactly -> bf16 2^-8 (0x3B80).
   EXPECT_EQ(bits_of(value_or_throw(expected_ht_rank_combine(plan, 0, partial))),
@@ -81,11 +85,30 @@ TEST(CombineTrees, TwoLevelRoundsEachNode) {
   const PartialRowFn partial = table_partial({1.0f, pow2(-8), 100.0f, pow2(-8)});
   EXPECT_EQ(bits_of(value_or_throw(expected_ht_rank_combine(plan, 0, partial))),
             (std::vector<std::uint16_t>{0x3F81}));
-  EXPECT_EQ(bits_of(value_or_throw(expected_ht_two_level_combine(plan, 0, 2, partial))),
+  EXPECT_EQ(bits_of(value_or_throw(expected_ht_two_level_combine(plan, 0, nodes_of(4, 2), partial))),
             (std::vector<std::uint16_t>{0x3F80}));
   // A single node of 4 ranks: node = bf16(1 + 2^-8 + 2^-8) = 1.0078125 -> 0x3F81.
-  EXPECT_EQ(bits_of(value_or_throw(expected_ht_two_level_combine(plan, 0, 4, partial))),
+  EXPECT_EQ(bits_of(value_or_throw(expected_ht_two_level_combine(plan, 0, nodes_of(4, 4), partial))),
             (std::vector<std::uint16_t>{0x3F81}));
+}
+
+TEST(CombineTrees, TwoLevelReducesPerActualNode) {
+  // SPEC 14.2, docs/dispatch.md 5.5.1: nodes of any size and any ranks, ascending by lowest rank. The token
+  // reaches ranks {0, 1, 3} with partials 1, 2^-8, 2^-8 (as above).
+  const DispatchPlan plan = one_token_plan(4, {3, 0, 1});
+  const PartialRowFn partial = table_partial({1.0f, pow2(-8), 100.0f, pow2(-8)});
+  const auto combine = [&](std::vector<int> groups) {
+    return bits_of(
+        value_or_throw(expected_ht_two_level_combine(plan, 0, NodeLayout::from_groups(groups), partial)));
+  };
+  // Nodes {0} and {1, 2, 3}: node 0 = 1, node 1 = bf16(2^-8 + 2^-8) = 2^-7; 1 + 2^-7 exact -> 0x3F81.
+  EXPECT_EQ(combine({0, 1, 1, 1}), (std::vector<std::uint16_t>{0x3F81}));
+  // Nodes {0, 1, 2} and {3}: node 0 = bf16(1 + 2^-8), a tie -> 1.0; + 2^-8 -> tie -> 1.0 (0x3F80).
+  EXPECT_EQ(combine({0, 0, 0, 1}), (std::vector<std::uint16_t>{0x3F80}));
+  // Nodes {0, 3} and {1, 2} (not consecutive): node 0 = bf16(1 + 2^-8) = 1.0 first, then node 1 = 2^-8:
+  // 1 + 2^-8 -> 1.0 (0x3F80). Summing runs of equal node in rank order (node 0, node 1, node 0 again) would
+  // keep 1 + 2^-8 in fp32 and add the last 2^-8: 0x3F81.
+  EXPECT_EQ(combine({0, 1, 1, 0}), (std::vector<std::uint16_t>{0x3F80}));
 }
 
 TEST(CombineTrees, LlWeightedProductRoundsBeforeTheAdd) {
@@ -106,11 +129,14 @@ TEST(CombineTrees, LlWeightedProductRoundsBeforeTheAdd) {
 TEST(CombineTrees, InputErrors) {
   const DispatchPlan plan = one_token_plan(4, {0});
   const PartialRowFn partial = table_partial({1, 1, 1, 1});
-  const auto bad_node = expected_ht_two_level_combine(plan, 0, 3, partial);
+  const auto bad_node = expected_ht_two_level_combine(plan, 0, nodes_of(2, 1), partial);
   ASSERT_FALSE(bad_node.ok());
-  EXPECT_EQ(bad_node.status().message(), "ranks_per_node: must divide num_ranks (4), got 3");
-  EXPECT_EQ(expected_ht_two_level_combine(plan, 0, 0, partial).status().message(),
-            "ranks_per_node: must be in [1, 4], got 0");
+  EXPECT_EQ(bad_node.status().message(), "nodes: must place the 4 ranks of the run, got a layout of 2");
+  const NodeLayout misnumbered{{1, 0, 1, 0}, {2, 2}};
+  EXPECT_EQ(
+      expected_ht_two_level_combine(plan, 0, misnumbered, partial).status().message(),
+      "nodes: nodes must be numbered by their lowest rank with their sizes listed, got node_of [1, 0, 1, "
+      "0] and sizes [2, 2]");
   EXPECT_EQ(expected_ht_rank_combine(plan, 4, partial).status().message(), "rank: must be in [0, 3], got 4");
   EXPECT_EQ(expected_ll_combine(plan, -1, {}).status().message(), "rank: must be in [0, 3], got -1");
 }

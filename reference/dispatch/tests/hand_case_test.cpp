@@ -223,12 +223,16 @@ TEST(HandCase, HtCombineTrees) {
   // (1,0): node = bf16(0.75) = 0.75; acc = 2^-8 + 0.75 = 0.75390625             0x3F41
   // (1,1): 2^-8                                                                 0x3B80
   // (1,2): node = bf16(0 + -0.0) = +0.0; acc = 2^-8                             0x3B80
-  EXPECT_EQ(bits_of(value_or_throw(expected_ht_two_level_combine(plan, 0, 2, partial, bias))),
+  EXPECT_EQ(bits_of(value_or_throw(expected_ht_two_level_combine(
+                plan, 0, value_or_throw(NodeLayout::uniform(2, 2)), partial, bias))),
             (std::vector<std::uint16_t>{0x3F80, 0xC040, 0x40A0}));
-  EXPECT_EQ(bits_of(value_or_throw(expected_ht_two_level_combine(plan, 1, 2, partial, bias))),
+  EXPECT_EQ(bits_of(value_or_throw(expected_ht_two_level_combine(
+                plan, 1, value_or_throw(NodeLayout::uniform(2, 2)), partial, bias))),
             (std::vector<std::uint16_t>{0x3F41, 0x3B80, 0x3B80}));
   // One rank per node: each node value is bf16 of one bf16 partial (itself), so it equals ht-rank.
-  EXPECT_EQ(bits_of(value_or_throw(expected_ht_two_level_combine(plan, 0, 1, partial, bias))), bits_of(r0));
+  EXPECT_EQ(bits_of(value_or_throw(expected_ht_two_level_combine(
+                plan, 0, value_or_throw(NodeLayout::uniform(2, 1)), partial, bias))),
+            bits_of(r0));
 }
 
 TEST(HandCase, LlWeightedCombine) {

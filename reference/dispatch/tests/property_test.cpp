@@ -256,36 +256,52 @@ TEST_P(DispatchProperties, CombineTreesMatchBruteForce) {
   const SlotOutputFn y = [&](int r, int t, int k, std::span<bf16> row) {
     for (int h = 0; h < hidden; ++h) row[h] = hashed_value(r, t, k, h + 7);
   };
-  const int ranks_per_node = w.num_ranks % 2 == 0 ? 2 : 1;
-  for (int r = 0; r < w.num_ranks; ++r) {
-    const auto ht = value_or_throw(expected_ht_rank_combine(*plan_, r, partial, bias));
-    const auto two = value_or_throw(expected_ht_two_level_combine(*plan_, r, ranks_per_node, partial, bias));
-    const auto ll = value_or_throw(expected_ll_combine(*plan_, r, y));
-    for (int t = 0; t < num_tokens(r); ++t) {
-      for (int h = 0; h < hidden; ++h) {
-        const std::size_t i = static_cast<std::size_t>(t) * hidden + h;
-        float acc = hashed_value(-1, r, t, h).to_float() + 0.0f;
-        float two_acc = acc;
-        for (int node = 0; node * ranks_per_node < w.num_ranks; ++node) {
-          float node_acc = 0.0f;
-          bool any = false;
-          for (int q = node * ranks_per_node; q < (node + 1) * ranks_per_node; ++q) {
-            if (!oracle_sends(r, t, q)) continue;
-            acc += hashed_value(q, r, t, h).to_float();
-            node_acc += hashed_value(q, r, t, h).to_float();
-            any = true;
+  // Uniform nodes, nodes of 1 and R - 1 ranks, and nodes of non-consecutive ranks (docs/dispatch.md 5.5.1).
+  std::vector<int> uniform, first_alone, interleaved;
+  for (int q = 0; q < w.num_ranks; ++q) {
+    uniform.push_back(w.num_ranks % 2 == 0 ? q / 2 : q);
+    first_alone.push_back(q == 0 ? 0 : 1);
+    interleaved.push_back(q % 3 == 1 ? 1 : 0);
+  }
+  for (const std::vector<int>& groups : {uniform, first_alone, interleaved}) {
+    const NodeLayout nodes = NodeLayout::from_groups(groups);
+    std::vector<int> labels_by_lowest_rank;
+    for (int g : groups) {
+      if (std::find(labels_by_lowest_rank.begin(), labels_by_lowest_rank.end(), g) ==
+          labels_by_lowest_rank.end())
+        labels_by_lowest_rank.push_back(g);
+    }
+    for (int r = 0; r < w.num_ranks; ++r) {
+      const auto ht = value_or_throw(expected_ht_rank_combine(*plan_, r, partial, bias));
+      const auto two = value_or_throw(expected_ht_two_level_combine(*plan_, r, nodes, partial, bias));
+      const auto ll = value_or_throw(expected_ll_combine(*plan_, r, y));
+      for (int t = 0; t < num_tokens(r); ++t) {
+        for (int h = 0; h < hidden; ++h) {
+          const std::size_t i = static_cast<std::size_t>(t) * hidden + h;
+          float acc = hashed_value(-1, r, t, h).to_float() + 0.0f;
+          float two_acc = acc;
+          for (int label : labels_by_lowest_rank) {
+            float node_acc = 0.0f;
+            bool any = false;
+            for (int q = 0; q < w.num_ranks; ++q) {
+              if (groups[q] != label) continue;
+              if (!oracle_sends(r, t, q)) continue;
+              acc += hashed_value(q, r, t, h).to_float();
+              node_acc += hashed_value(q, r, t, h).to_float();
+              any = true;
+            }
+            if (any) two_acc += bf16::from_float(node_acc).to_float();
           }
-          if (any) two_acc += bf16::from_float(node_acc).to_float();
+          ASSERT_EQ(ht[i].bits, bf16::from_float(acc).bits) << r << " " << t << " " << h;
+          ASSERT_EQ(two[i].bits, bf16::from_float(two_acc).bits) << r << " " << t << " " << h;
+          float ll_acc = 0.0f;
+          for (int k = 0; k < w.top_k; ++k) {
+            if (expert(r, t, k) < 0) continue;
+            const float product = weight(r, t, k) * hashed_value(r, t, k, h + 7).to_float();
+            ll_acc += product;
+          }
+          ASSERT_EQ(ll[i].bits, bf16::from_float(ll_acc).bits);
         }
-        ASSERT_EQ(ht[i].bits, bf16::from_float(acc).bits) << r << " " << t << " " << h;
-        ASSERT_EQ(two[i].bits, bf16::from_float(two_acc).bits) << r << " " << t << " " << h;
-        float ll_acc = 0.0f;
-        for (int k = 0; k < w.top_k; ++k) {
-          if (expert(r, t, k) < 0) continue;
-          const float product = weight(r, t, k) * hashed_value(r, t, k, h + 7).to_float();
-          ll_acc += product;
-        }
-        ASSERT_EQ(ll[i].bits, bf16::from_float(ll_acc).bits);
       }
     }
   }
