@@ -46,6 +46,13 @@ OpTraffic summarize(const bench::ByteMatrix& m, int ranks_per_node) {
 
 }  // namespace
 
+NodeLayout consecutive_nodes(int ranks, int ranks_per_node) {
+  if (ranks_per_node <= 0) return {};
+  std::vector<int> group(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) group[static_cast<std::size_t>(r)] = r / ranks_per_node;
+  return NodeLayout::from_groups(group);
+}
+
 Result<Traffic> op_traffic(const TrafficShape& shape) {
   problem::ProblemShape s;
   s.ranks = shape.ranks;
@@ -53,7 +60,7 @@ Result<Traffic> op_traffic(const TrafficShape& shape) {
   s.top_k = shape.top_k;
   s.hidden = shape.hidden;
   s.max_tokens = shape.max_tokens;
-  s.ranks_per_node = shape.ranks_per_node;
+  s.nodes = consecutive_nodes(shape.ranks, shape.ranks_per_node);
   s.dtype = shape.dtype;
   s.tokens_per_rank = shape.tokens;
   // The routing is the bench's (routing seed = seed, step 0); the payload seed does not change a byte count.

@@ -20,6 +20,7 @@
 
 #include "reference/common/status.hpp"
 #include "reference/dispatch/dispatch_plan.hpp"
+#include "reference/dispatch/node_layout.hpp"
 
 namespace eps::model {
 
@@ -53,6 +54,10 @@ struct Traffic {
   OpTraffic dispatch;
   OpTraffic combine;
 };
+
+// Nodes of ranks_per_node consecutive ranks, the last one smaller when it does not divide ranks; empty (one
+// rank per node) for ranks_per_node <= 0.
+NodeLayout consecutive_nodes(int ranks, int ranks_per_node);
 
 Result<Traffic> op_traffic(const TrafficShape& shape);
 

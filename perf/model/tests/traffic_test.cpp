@@ -35,7 +35,7 @@ dispatch::ByteAccount reference_account(const TrafficShape& s) {
   p.top_k = s.top_k;
   p.hidden = s.hidden;
   p.max_tokens = s.max_tokens;
-  p.ranks_per_node = s.ranks_per_node;
+  p.nodes = consecutive_nodes(s.ranks, s.ranks_per_node);
   p.dtype = s.dtype;
   p.tokens_per_rank = s.tokens;
   return dispatch::account_bytes(problem::Problem::make(p, s.workload, 0, s.seed, 0, s.seed).value().plan());

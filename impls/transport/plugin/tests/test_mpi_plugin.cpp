@@ -265,7 +265,10 @@ int init(const eps_plugin_config_v1* config, void** context) {
   c->config.dtype = config->dtype == EPS_PLUGIN_DTYPE_FP8 ? eps::dispatch::PayloadType::kFp8
                                                           : eps::dispatch::PayloadType::kBf16;
   c->config.expert_alignment = config->expert_alignment;
-  c->config.ranks_per_node = config->ranks_per_node;
+  // ABI v1's nodes: groups of ranks_per_node consecutive ranks (ep_plugin_v1.h).
+  eps::Result<eps::NodeLayout> nodes = eps::NodeLayout::uniform(config->size, config->ranks_per_node);
+  if (!nodes.ok()) return fail(nodes.status());
+  c->config.nodes = std::move(nodes).value();
   c->config.timeout_seconds = config->timeout_seconds;
   eps::Result<std::unique_ptr<t::Transport>> made = t::make_mpi_transport(c->config);
   if (!made.ok()) return fail(made.status());
