@@ -23,7 +23,8 @@ foreach(device_plugin IN ITEMS eps_device_cuda eps_device_hip)
     install(TARGETS ${device_plugin} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   endif()
 endforeach()
-install(FILES harness/plot/epsuite_plot.py harness/plot/epsuite_report.py harness/plot/epsuite_model_plot.py
+install(FILES harness/plot/epsuite_results.py harness/plot/epsuite_plot.py harness/plot/epsuite_report.py
+              harness/plot/epsuite_model_plot.py
         DESTINATION ${CMAKE_INSTALL_DATADIR}/epsuite/plot)
 
 set_target_properties(eps_plugin_abi PROPERTIES EXPORT_NAME plugin_abi)

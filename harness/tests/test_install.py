@@ -90,6 +90,9 @@ def test_example_plugin(build, mpirun, pytestconfig, tmp_path):
             "every contract of the example runs (capability table)"
     listed = mpirun(2, epsuite, "check", "--transport", "mpi,plugin:example-mpi", "--gtest_list_tests")
     mpi, plugin = contract_names(listed.stdout, "mpi"), contract_names(listed.stdout, "plugin:example-mpi")
+    # Plugin ABI v1 describes ht-two-level's nodes only as equal groups of consecutive ranks, so the cases on
+    # uneven node layouts leave plugins out (docs/plugins.md): every other case runs for both.
+    mpi = {name for name in mpi if not name.startswith("Transports/TransportUnevenNodes.")}
     assert mpi and mpi == plugin, \
         f"the plugin runs the same cases as mpi: only mpi {sorted(mpi - plugin)[:5]}, only the plugin " \
         f"{sorted(plugin - mpi)[:5]}"
