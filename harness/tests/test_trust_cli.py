@@ -1,4 +1,4 @@
-"""Issue 31's command-line checks under mpirun at 2 ranks on one node (ctest trust_cli_<case>): the fabric preflight
+"""The command-line checks of docs/fabrics.md 6.6 and docs/results.md 9.8 under mpirun at 2 ranks on one node (ctest trust_cli_<case>): the fabric preflight
 of docs/fabrics.md 6.6 (platform.fabric in info and bench results, --require-fabric exit 3 naming what was chosen
 instead and why, an unknown name exit 2) and --repeat-check of docs/results.md 9.7 for check and soak."""
 

@@ -170,8 +170,8 @@ def test_the_agent_maps_a_host_to_its_node(vc):
                          "vcluster-agent", "node1"]
     assert argv[11:] == ["/bin/sh", "-c", "orted --daemonize -mca x 'y z'"]  # ssh semantics: words joined
     assert env["EPS_VC_NODE"] == "1"
-    assert vc.main("__agent", "10.0.0.9", "true") == 255
-    assert "agent: unknown host '10.0.0.9'" in vc.err.getvalue()
+    assert vc.main("__agent", "10.213.7.9", "true") == 255
+    assert "agent: unknown host '10.213.7.9'" in vc.err.getvalue()
     assert vc.main("__agent", "node1") == 255
 
 
